@@ -6,7 +6,7 @@
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 TREE=${TREE:-$BUILD/linux}
-BASE_TARBALL=/usr/src/linux-source-6.12.tar.xz
+export BASE_TARBALL=/usr/src/linux-source-6.12.tar.xz
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/defer-ccache}
 
@@ -61,4 +61,63 @@ worktree_tree() {
 tree_git() {
 	git -C "$TREE" -c user.name=testbed -c user.email=testbed@localhost \
 		-c core.autocrlf=false "$@"
+}
+
+# Test results: one line per test case, "PASS name", "FAIL name" or
+# "SKIP name: reason", appended to the file named by $RESULTS.
+result() {
+	echo "$1 $2" >>"$RESULTS"
+	echo "== $1 $2"
+}
+
+# Run a kselftest binary (TAP output) and record each of its test cases;
+# a binary that dies before its plan is complete fails as a whole.
+run_kselftest() {
+	local bin=$1 name=${1##*/} log planned=0 seen=0 line
+
+	log=$(mktemp)
+	timeout -k 5 "${KSELFTEST_TIMEOUT:-600}" "$bin" 2>&1 | tee "$log" || true
+	while read -r line; do
+		case $line in
+		1..*) planned=${line#1..} ;;
+		"ok "*"# SKIP"*)
+			seen=$((seen + 1))
+			line=${line#ok * }
+			result SKIP "$name:${line%% # SKIP*}: ${line#*# SKIP }"
+			;;
+		"ok "*)
+			seen=$((seen + 1))
+			line=${line#ok * }
+			result PASS "$name:${line%% # *}"
+			;;
+		"not ok "*)
+			seen=$((seen + 1))
+			line=${line#not ok * }
+			result FAIL "$name:${line%% # *}"
+			;;
+		esac
+	done <"$log"
+	if [ "$planned" = 0 ] || [ "$seen" -lt "$planned" ]; then
+		result FAIL "$name: ran $seen of $planned planned tests"
+	fi
+	rm -f "$log"
+}
+
+# Run "perf test" on the tests named and record each result line.
+run_perf_test() {
+	local log line desc verdict
+
+	log=$(mktemp)
+	"$BUILD/perf/perf" test "$@" 2>&1 | tee "$log" || true
+	while IFS= read -r line; do
+		[[ $line =~ ^\ *[0-9.]+:\ (.*[^ ])\ *:\ (Ok|FAILED!|Skip.*)$ ]] || continue
+		desc=${BASH_REMATCH[1]}
+		verdict=${BASH_REMATCH[2]}
+		case $verdict in
+		Ok) result PASS "perf test:$desc" ;;
+		FAILED!) result FAIL "perf test:$desc" ;;
+		*) result SKIP "perf test:$desc: $verdict" ;;
+		esac
+	done <"$log"
+	rm -f "$log"
 }

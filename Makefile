@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: GPL-2.0
+# Deferred user-space callchains for perf: the testbed. Each target runs one
+# script of harness/, which a person can also run by hand.
+
+.PHONY: all check demo tree export patch kernel bench-kernel perf selftests clean
+
+all: kernel perf selftests
+
+# The test command: build, host tests, the test kernel in a VM, the tally.
+check:
+	harness/run-tests
+
+# The main job: profile the demo workload with --call-graph fp,defer.
+demo:
+	harness/demo
+
+tree:
+	harness/assemble
+
+export:
+	harness/export
+
+patch:
+	harness/combined-patch
+
+kernel: tree
+	harness/build-kernel test
+
+bench-kernel: tree
+	harness/build-kernel bench
+
+perf: tree
+	harness/build-perf
+
+selftests: kernel
+	harness/build-selftests
+
+clean:
+	rm -rf build/kernel-test build/kernel-bench build/perf build/selftests build/vm build/demo

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The demo's workload: a known user call chain, several levels deep, that
+ * spends most of its time inside system calls:
+ *
+ *   main -> run_workload -> stage_one -> stage_two -> stage_three -> read()
+ *
+ * Built with frame pointers and without sibling calls, so that every level
+ * keeps its frame. Usage: syscall-chain [SECONDS] (default 2).
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK	(1 << 20)
+
+static char buffer[CHUNK];
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Each read of /dev/zero clears a megabyte in the kernel. */
+__attribute__((noinline)) static long stage_three(int fd)
+{
+	long got = read(fd, buffer, CHUNK);
+
+	__asm__ volatile("" ::: "memory");
+	return got;
+}
+
+__attribute__((noinline)) static long stage_two(int fd)
+{
+	long got = stage_three(fd);
+
+	__asm__ volatile("" ::: "memory");
+	return got;
+}
+
+__attribute__((noinline)) static long stage_one(int fd)
+{
+	long got = stage_two(fd);
+
+	__asm__ volatile("" ::: "memory");
+	return got;
+}
+
+__attribute__((noinline)) static long run_workload(int fd, double seconds)
+{
+	double end = now() + seconds;
+	long total = 0;
+
+	while (now() < end) {
+		long got = stage_one(fd);
+
+		if (got <= 0)
+			return -1;
+		total += got;
+	}
+	return total;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 2;
+	int fd = open("/dev/zero", O_RDONLY);
+	long total;
+
+	if (fd < 0) {
+		perror("/dev/zero");
+		return 1;
+	}
+	total = run_workload(fd, seconds);
+	close(fd);
+	if (total < 0) {
+		perror("read");
+		return 1;
+	}
+	printf("syscall-chain: read %ld MiB from /dev/zero\n", total >> 20);
+	return 0;
+}
