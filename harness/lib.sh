@@ -9,6 +9,9 @@ TREE=${TREE:-$BUILD/linux}
 export BASE_TARBALL=/usr/src/linux-source-6.12.tar.xz
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/defer-ccache}
+# Hash paths inside the checkout relative to it: a fresh clone elsewhere
+# (CI) still hits the cache.
+export CCACHE_BASEDIR=$TOP
 
 die() {
 	echo "${0##*/}: $*" >&2

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * How kernel/unwind/user.c walks an x86 user stack: the frame pointer is
+ * %rbp (%ebp in compat tasks), and a frame holds the caller's frame
+ * pointer followed by the return address, in the task's word size.
+ */
+#ifndef _ASM_X86_UNWIND_USER_H
+#define _ASM_X86_UNWIND_USER_H
+
+#include <asm/ptrace.h>
+
+static inline unsigned int unwind_user_word_size(struct pt_regs *regs)
+{
+	return user_64bit_mode(regs) ? sizeof(u64) : sizeof(u32);
+}
+
+static inline unsigned long unwind_user_frame_pointer(struct pt_regs *regs)
+{
+	return regs->bp;
+}
+
+/*
+ * vm86 stacks are segmented; nothing here knows how to walk them (the
+ * in-NMI walker of perf skips them as well).
+ */
+static inline bool unwind_user_regs_ok(struct pt_regs *regs)
+{
+	return user_mode(regs) && !v8086_mode(regs);
+}
+
+#endif /* _ASM_X86_UNWIND_USER_H */

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Deferred user stack walks: a consumer asks, from any context, for the
+ * current task's user stack; the stack is walked once per kernel stay, in
+ * task context on the way back to user space, and every consumer that
+ * asked is called back with it and the stay's cookie.
+ * Documentation/core-api/unwind_deferred.rst has the rules.
+ */
+#ifndef _LINUX_UNWIND_DEFERRED_H
+#define _LINUX_UNWIND_DEFERRED_H
+
+#include <linux/list.h>
+#include <linux/sched.h>
+#include <linux/unwind_deferred_types.h>
+
+/**
+ * struct unwind_stacktrace - a user stack, innermost first
+ * @nr:		number of entries
+ * @entries:	user addresses; entries[0] is the user IP at kernel entry
+ */
+struct unwind_stacktrace {
+	unsigned int	nr;
+	unsigned long	*entries;
+};
+
+struct unwind_consumer;
+
+/*
+ * Called in task context (may sleep, may fault) before the task returns to
+ * user space, once per kernel stay for each consumer that asked in it. The
+ * trace is empty when the walk found nothing; it is valid until return.
+ */
+typedef void (*unwind_callback_t)(struct unwind_consumer *consumer,
+				  struct unwind_stacktrace *trace, u64 cookie);
+
+/**
+ * struct unwind_consumer - a user of deferred stack walks
+ * @list:	entry in the list of registered consumers
+ * @func:	the callback
+ * @slot:	the consumer's bit in the tasks' request masks; -1 when not
+ *		registered
+ */
+struct unwind_consumer {
+	struct list_head	list;
+	unwind_callback_t	func;
+	int			slot;
+};
+
+/* The most consumers registered at once. */
+#define UNWIND_MAX_CONSUMERS	16
+
+/* The deepest user stack walked; deeper frames are cut. */
+#define UNWIND_MAX_ENTRIES	512
+
+#ifdef CONFIG_UNWIND_DEFERRED
+
+int unwind_deferred_register(struct unwind_consumer *consumer,
+			     unwind_callback_t func);
+void unwind_deferred_unregister(struct unwind_consumer *consumer);
+int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie);
+
+void unwind_task_init(struct task_struct *task);
+void unwind_task_free(struct task_struct *task);
+void unwind_deferred_task_exit(struct task_struct *task);
+void unwind_deferred_task_exec(struct task_struct *task);
+void unwind_deferred_end_stay(void);
+
+#ifdef CONFIG_TEST_UNWIND_DEFERRED
+/* Walks done since boot, for the test hook (lib/test_unwind_deferred.c). */
+extern atomic_t unwind_deferred_walks;
+#endif
+
+/*
+ * On the return to user space, after the exit work ran, interrupts off:
+ * the kernel stay ends, and with it the cookie. One test of one word when
+ * nobody asked for anything in this stay.
+ */
+static __always_inline void unwind_exit_to_user_mode(void)
+{
+	if (unlikely(READ_ONCE(current->unwind_info.cookie)))
+		unwind_deferred_end_stay();
+}
+
+#else /* !CONFIG_UNWIND_DEFERRED */
+
+static inline int unwind_deferred_register(struct unwind_consumer *consumer,
+					   unwind_callback_t func)
+{
+	return -ENOSYS;
+}
+
+static inline void unwind_deferred_unregister(struct unwind_consumer *consumer) {}
+
+static inline int unwind_deferred_request(struct unwind_consumer *consumer,
+					  u64 *cookie)
+{
+	*cookie = 0;
+	return -ENOSYS;
+}
+
+static inline void unwind_task_init(struct task_struct *task) {}
+static inline void unwind_task_free(struct task_struct *task) {}
+static inline void unwind_deferred_task_exit(struct task_struct *task) {}
+static inline void unwind_deferred_task_exec(struct task_struct *task) {}
+static inline void unwind_exit_to_user_mode(void) {}
+
+#endif /* CONFIG_UNWIND_DEFERRED */
+
+#endif /* _LINUX_UNWIND_DEFERRED_H */

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The per-task state of deferred user stack walks (kernel/unwind/deferred.c),
+ * kept in task_struct.
+ */
+#ifndef _LINUX_UNWIND_DEFERRED_TYPES_H
+#define _LINUX_UNWIND_DEFERRED_TYPES_H
+
+#include <linux/types.h>
+
+struct unwind_cache;
+
+/**
+ * struct unwind_task_info - deferred user stack walks of one task
+ * @cookie:	the cookie of the current kernel stay, 0 until a consumer
+ *		asks; the only word tested on the return to user space
+ * @pending:	consumers that asked and were not called back yet, and
+ *		UNWIND_QUEUED while the task work is queued
+ * @served:	consumers called back in the stay of @served_cookie
+ * @served_cookie: the stay @served belongs to
+ * @cache:	the last walk, allocated on first use
+ * @work:	the task work that walks and calls the consumers back
+ */
+struct unwind_task_info {
+	u64			cookie;
+	unsigned long		pending;
+	unsigned long		served;
+	u64			served_cookie;
+	struct unwind_cache	*cache;
+	struct callback_head	work;
+};
+
+#endif /* _LINUX_UNWIND_DEFERRED_TYPES_H */

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Deferred user stack walks.
+ *
+ * A consumer (perf, a tracer) asks from any context, NMI included, for the
+ * user stack of the current task. Instead of walking it there, where page
+ * faults are not allowed, the request takes the cookie of the task's
+ * current kernel stay and queues a task work. On the task's way back to
+ * user space the work walks the user stack once, caches it for the rest of
+ * the stay, and calls back every consumer that asked, once each, with the
+ * stack and the cookie. The cookie ends at the very end of the return to
+ * user space (unwind_exit_to_user_mode()).
+ *
+ * The per-task state is touched by the task itself and by interrupts and
+ * NMIs on the CPU it runs on, never by another CPU: compiler ordering and
+ * cmpxchg against a nested NMI are all it needs.
+ */
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/rculist.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/srcu.h>
+#include <linux/task_work.h>
+#include <linux/unwind_deferred.h>
+#include <linux/unwind_user.h>
+
+/* In unwind_task_info::pending: the task work is queued and has not run. */
+#define UNWIND_QUEUED		BIT(BITS_PER_LONG - 1)
+
+static_assert(UNWIND_MAX_CONSUMERS < BITS_PER_LONG);
+
+/* The last walk of a task, and the stay it belongs to. */
+struct unwind_cache {
+	u64		cookie;
+	unsigned int	nr;
+	unsigned long	entries[UNWIND_MAX_ENTRIES];
+};
+
+static DEFINE_MUTEX(consumers_mutex);
+static LIST_HEAD(consumers);
+static unsigned long consumer_slots;
+DEFINE_STATIC_SRCU(consumers_srcu);
+
+static DEFINE_PER_CPU(u32, unwind_cookie_counter);
+
+#ifdef CONFIG_TEST_UNWIND_DEFERRED
+atomic_t unwind_deferred_walks = ATOMIC_INIT(0);
+#endif
+
+/*
+ * The cookie of the current stay: taken on the first request, kept until
+ * the task returns to user space, also across migration. The low half is
+ * the CPU it was taken on plus one, the high half that CPU's counter, odd
+ * and advancing by 2, so a cookie is never 0 and never repeats.
+ */
+static u64 unwind_stay_cookie(struct unwind_task_info *info)
+{
+	u64 cookie = READ_ONCE(info->cookie);
+	unsigned long flags;
+	u64 taken;
+	u32 count;
+	int cpu;
+
+	if (cookie)
+		return cookie;
+
+	/* Same CPU for the counter and the number; the add is NMI-safe. */
+	local_irq_save(flags);
+	cpu = smp_processor_id();
+	count = this_cpu_add_return(unwind_cookie_counter, 2) - 1;
+	local_irq_restore(flags);
+	taken = (u64)count << 32 | (cpu + 1);
+
+	/*
+	 * An NMI may have taken a cookie for this task between the read above
+	 * and here, or this may be that NMI: the first one stored wins and
+	 * both end with it.
+	 */
+	if (!try_cmpxchg64(&info->cookie, &cookie, taken))
+		return cookie;
+	return taken;
+}
+
+/* Clear bits of ->pending; a nested NMI may set others meanwhile. */
+static void unwind_pending_clear(struct unwind_task_info *info,
+				 unsigned long bits)
+{
+	unsigned long old = READ_ONCE(info->pending);
+
+	while (!try_cmpxchg(&info->pending, &old, old & ~bits))
+		;
+}
+
+/* Walk the user stack, at most once per stay. */
+static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
+			       struct unwind_stacktrace *trace)
+{
+	struct unwind_cache *cache = info->cache;
+
+	trace->nr = 0;
+	trace->entries = NULL;
+	if (!cache) {
+		cache = kmalloc(sizeof(*cache), GFP_KERNEL);
+		if (!cache)
+			return;
+		cache->cookie = 0;
+		info->cache = cache;
+	}
+
+	if (cache->cookie != cookie) {
+		cache->nr = unwind_user_walk(cache->entries, UNWIND_MAX_ENTRIES);
+		cache->cookie = cookie;
+#ifdef CONFIG_TEST_UNWIND_DEFERRED
+		atomic_inc(&unwind_deferred_walks);
+#endif
+	}
+	trace->nr = cache->nr;
+	trace->entries = cache->entries;
+}
+
+/* Task context: walk (once per stay) and call back who asked. */
+static void unwind_deferred_run(struct unwind_task_info *info)
+{
+	struct unwind_consumer *consumer;
+	struct unwind_stacktrace trace;
+	unsigned long todo;
+	u64 cookie;
+	int idx;
+
+	/* From here on, a new request queues a new run. */
+	unwind_pending_clear(info, UNWIND_QUEUED);
+
+	/* Taken again only when exec ended the stay under a request (NMI). */
+	cookie = unwind_stay_cookie(info);
+	unwind_cached_walk(info, cookie, &trace);
+
+	if (info->served_cookie != cookie) {
+		WRITE_ONCE(info->served, 0);
+		barrier();
+		WRITE_ONCE(info->served_cookie, cookie);
+	}
+
+	/*
+	 * Mark the consumers served before they leave ->pending, so a request
+	 * from an interrupt in between sees them as either still queued or
+	 * already served, never as neither (which would call them twice).
+	 */
+	todo = READ_ONCE(info->pending) & ~UNWIND_QUEUED;
+	if (!todo)
+		return;
+	WRITE_ONCE(info->served, info->served | todo);
+	barrier();
+	unwind_pending_clear(info, todo);
+
+	idx = srcu_read_lock(&consumers_srcu);
+	list_for_each_entry_srcu(consumer, &consumers, list,
+				 srcu_read_lock_held(&consumers_srcu)) {
+		if (todo & BIT(consumer->slot))
+			consumer->func(consumer, &trace, cookie);
+	}
+	srcu_read_unlock(&consumers_srcu, idx);
+}
+
+static void unwind_deferred_work(struct callback_head *head)
+{
+	unwind_deferred_run(container_of(head, struct unwind_task_info, work));
+}
+
+/**
+ * unwind_deferred_request - ask for the current task's user stack
+ * @consumer:	a registered consumer
+ * @cookie:	where to store the cookie of the current kernel stay
+ *
+ * Context: any, NMI included, for the current task (NMI-safe primitives
+ * only).
+ *
+ * The stack is walked once per kernel stay, in task context before the
+ * task returns to user space, and @consumer is called back with it and
+ * @cookie, once per stay whatever the number of requests.
+ *
+ * Return: 0 when the callback is queued (or was already), 1 when the
+ * callback already ran in this stay (the same @cookie, nothing queued),
+ * -EINVAL for a task that has no user stack to walk (kernel threads, user
+ * workers, exiting tasks), -ENOENT for a consumer that is not registered,
+ * -ESRCH when the task work could not be queued.
+ * *@cookie is 0 on error.
+ */
+int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
+{
+	struct task_struct *task = current;
+	struct unwind_task_info *info = &task->unwind_info;
+	int slot = READ_ONCE(consumer->slot);
+	unsigned long bit, old;
+	int ret;
+
+	*cookie = 0;
+	/* Signed: an unregistered consumer's slot is -1. */
+	if (slot < 0)
+		return -ENOENT;
+	if (!is_user_task(task) || (task->flags & PF_EXITING))
+		return -EINVAL;
+
+	bit = BIT(slot);
+	*cookie = unwind_stay_cookie(info);
+
+	if (READ_ONCE(info->served_cookie) == *cookie &&
+	    (READ_ONCE(info->served) & bit))
+		return 1;
+
+	old = READ_ONCE(info->pending);
+	do {
+		if (old & bit)
+			return 0;
+	} while (!try_cmpxchg(&info->pending, &old, old | bit | UNWIND_QUEUED));
+	if (old & UNWIND_QUEUED)
+		return 0;
+
+	/*
+	 * The return to user space after an NMI runs no exit work:
+	 * TWA_NMI_CURRENT raises a self-interrupt whose return does.
+	 */
+	ret = task_work_add(task, &info->work,
+			    in_nmi() ? TWA_NMI_CURRENT : TWA_RESUME);
+	if (ret) {
+		unwind_pending_clear(info, bit | UNWIND_QUEUED);
+		*cookie = 0;
+		return ret;
+	}
+	return 0;
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_request);
+
+/**
+ * unwind_deferred_register - become a consumer of deferred user stacks
+ * @consumer:	the consumer, owned by the caller until unregistered
+ * @func:	its callback
+ *
+ * Context: task context, may sleep.
+ *
+ * Return: 0, or -EBUSY when UNWIND_MAX_CONSUMERS are registered already.
+ */
+int unwind_deferred_register(struct unwind_consumer *consumer,
+			     unwind_callback_t func)
+{
+	int slot;
+
+	guard(mutex)(&consumers_mutex);
+	slot = find_first_zero_bit(&consumer_slots, UNWIND_MAX_CONSUMERS);
+	if (slot >= UNWIND_MAX_CONSUMERS) {
+		consumer->slot = -1;
+		return -EBUSY;
+	}
+
+	__set_bit(slot, &consumer_slots);
+	consumer->func = func;
+	WRITE_ONCE(consumer->slot, slot);
+	list_add_rcu(&consumer->list, &consumers);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_register);
+
+/**
+ * unwind_deferred_unregister - stop being a consumer
+ * @consumer:	a registered consumer
+ *
+ * Context: task context, may sleep.
+ *
+ * Requests that are pending in tasks are dropped for @consumer; when this
+ * returns, none of its callbacks runs any more and @consumer may be freed.
+ */
+void unwind_deferred_unregister(struct unwind_consumer *consumer)
+{
+	int slot = consumer->slot;
+
+	if (slot < 0)
+		return;
+
+	scoped_guard(mutex, &consumers_mutex) {
+		list_del_rcu(&consumer->list);
+		WRITE_ONCE(consumer->slot, -1);
+	}
+	synchronize_srcu(&consumers_srcu);
+
+	/* Only now may a new consumer take the slot. */
+	scoped_guard(mutex, &consumers_mutex)
+		__clear_bit(slot, &consumer_slots);
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_unregister);
+
+/**
+ * unwind_deferred_end_stay - end the kernel stay of the current task
+ *
+ * Context: the very end of the return to user space, interrupts off,
+ * through unwind_exit_to_user_mode() (only when the stay has a cookie).
+ *
+ * The next request takes a new cookie. A run that is still due (asked for
+ * from an NMI after the exit work, see TWA_NMI_CURRENT) keeps the stay
+ * going until the interrupt it raised has run it: the user stack does not
+ * change in between.
+ */
+void unwind_deferred_end_stay(void)
+{
+	struct unwind_task_info *info = &current->unwind_info;
+	u64 cookie = READ_ONCE(info->cookie);
+
+	if (READ_ONCE(info->pending))
+		return;
+	WRITE_ONCE(info->cookie, 0);
+	barrier();
+	/*
+	 * An NMI between the test and the clear queued a run under the
+	 * ending cookie: give it back. An NMI after the clear took a new
+	 * cookie, which stays.
+	 */
+	if (unlikely(READ_ONCE(info->pending)))
+		cmpxchg64(&info->cookie, 0, cookie);
+}
+
+/**
+ * unwind_task_init - a new task has no stay, no request and no cache
+ * @task:	the task being created (its task_struct was copied)
+ */
+void unwind_task_init(struct task_struct *task)
+{
+	memset(&task->unwind_info, 0, sizeof(task->unwind_info));
+	init_task_work(&task->unwind_info.work, unwind_deferred_work);
+}
+
+/**
+ * unwind_task_free - release the walk cache of a task being freed
+ * @task:	the task
+ */
+void unwind_task_free(struct task_struct *task)
+{
+	kfree(task->unwind_info.cache);
+	task->unwind_info.cache = NULL;
+}
+
+/**
+ * unwind_deferred_task_exit - run a pending walk of an exiting task
+ * @task:	current, in do_exit() before its perf events and mm go
+ *
+ * Task work runs only after exit_mm(), when there is no user stack left:
+ * run the pending walk now, so that its consumers see the stack the
+ * requests saw. PF_EXITING is set: no new request is taken.
+ */
+void unwind_deferred_task_exit(struct task_struct *task)
+{
+	struct unwind_task_info *info = &task->unwind_info;
+
+	if (!(READ_ONCE(info->pending) & UNWIND_QUEUED))
+		return;
+	if (task_work_cancel(task, &info->work))
+		unwind_deferred_run(info);
+}
+
+/**
+ * unwind_deferred_task_exec - end the stay of a task at exec
+ * @task:	current, at exec's point of no return, old mm still in place
+ *
+ * A pending walk runs against the old image, which is what the requests
+ * saw. Then the cookie ends: a request later in this execve takes a new
+ * cookie and gets the new image's stack.
+ */
+void unwind_deferred_task_exec(struct task_struct *task)
+{
+	unwind_deferred_task_exit(task);
+	WRITE_ONCE(task->unwind_info.cookie, 0);
+}
