@@ -86,7 +86,7 @@ static __always_inline void unwind_exit_to_user_mode(void)
 static inline int unwind_deferred_register(struct unwind_consumer *consumer,
 					   unwind_callback_t func)
 {
-	return -ENOSYS;
+	return -EOPNOTSUPP;
 }
 
 static inline void unwind_deferred_unregister(struct unwind_consumer *consumer) {}
@@ -95,7 +95,7 @@ static inline int unwind_deferred_request(struct unwind_consumer *consumer,
 					  u64 *cookie)
 {
 	*cookie = 0;
-	return -ENOSYS;
+	return -EOPNOTSUPP;
 }
 
 static inline void unwind_task_init(struct task_struct *task) {}

@@ -34,12 +34,11 @@
 /* argv[1] of the image that the exec test starts. */
 #define EXEC_CHECK_ARG	"--unwind-deferred-exec-check"
 
-/* Keep each function whole and called: its frame is what a test expects. */
-#ifdef __clang__
-#define NOIPA		__attribute__((__noinline__))
-#else
-#define NOIPA		__attribute__((__noinline__, __noclone__))
-#endif
+/*
+ * Keep each function whole and called: its frame is what a test expects.
+ * noipa (GCC) implies noinline and noclone.
+ */
+#define NOIPA		__attribute__((noipa))
 
 #ifdef __x86_64__
 /* Above the user half: the walker must not read there. */
@@ -54,8 +53,7 @@
  * frames_syscall() and corrupt_syscall(): the labels right after their
  * syscall (int $0x80) instructions.
  */
-extern const char frames_syscall_ip[] __attribute__((visibility("hidden")));
-extern const char corrupt_syscall_ip[] __attribute__((visibility("hidden")));
+#include "syscall_ip.h"
 
 /**
  * struct frames - what a walk from frames_syscall() must find after its IP
@@ -758,7 +756,8 @@ static int exec_check(void)
 	int fd = open(UDT_PATH, O_RDWR | O_CLOEXEC);
 
 	if (base)
-		expected = base + ((const ElfW(Ehdr) *)base)->e_entry;
+		/* e_entry: offset 24 of the ELF header, a word wide in both classes */
+		expected = base + *(const unsigned long *)(base + 24);
 	else
 		expected = getauxval(AT_ENTRY);
 
