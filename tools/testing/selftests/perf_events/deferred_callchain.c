@@ -1,0 +1,1588 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * PERF_SAMPLE_CALLCHAIN_DEFERRED at work: the cookies of samples and the
+ * PERF_RECORD_CALLCHAIN_DEFERRED records that carry their user stacks,
+ * checked against a call chain whose return addresses the test records
+ * itself. Build with frame pointers and no sibling calls (see Makefile).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include "../kselftest_harness.h"
+#include "deferred_ring.h"
+
+#define SAMPLE_PERIOD_NS	200000	/* cpu-clock / task-clock period */
+#define DATA_PAGES		64
+#define WANT_SAMPLES		200
+#define RUN_SECONDS		4.0	/* one sampled run, at most */
+#define READ_NS			10000000 /* each readv() of the chain: ~10 ms */
+#define MIN_READ		(64 << 10)
+#define MAX_READ		(1024 << 20)
+#define MAX_BUF			(4 << 20)	/* readv() reuses it */
+#define CAL_READ		(1024 * 1024)
+#define CHAIN_DEPTH		5
+#define PF_KTHREAD		0x00200000
+
+/*
+ * A system call made right here, without a libc frame. The user IP at
+ * kernel entry, the instruction after "syscall", is stored in "where"
+ * before entering, so that it is known also for a call that never returns.
+ */
+#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
+	register long __r10 asm("r10") = (long)(a3);			\
+	register long __r8 asm("r8") = (long)(a4);			\
+	register long __r9 asm("r9") = (long)(a5);			\
+	long __ret;							\
+									\
+	asm volatile("lea 1f(%%rip), %%rcx\n\t"				\
+		     "mov %%rcx, %1\n\t"				\
+		     "syscall\n"					\
+		     "1:"						\
+		     : "=a" (__ret), "=m" (where)			\
+		     : "0" ((long)(nr)), "D" ((long)(a0)),		\
+		       "S" ((long)(a1)), "d" ((long)(a2)),		\
+		       "r" (__r10), "r" (__r8), "r" (__r9)		\
+		     : "rcx", "r11", "memory");				\
+	__ret;								\
+})
+
+enum chain_end {
+	CHAIN_RETURN,
+	CHAIN_EXIT,		/* exit_group() from inside the chain */
+	CHAIN_EXEC,		/* execve() from inside the chain */
+};
+
+/*
+ * The call chain under test: chain_run -> chain_f1 -> chain_f2 -> chain_f3,
+ * and chain_f3 reads /dev/zero (a long system call, readv() of len bytes)
+ * until done.
+ */
+struct chain {
+	int zero_fd;
+	char *buf;
+	size_t len;			/* bytes per readv(), ~READ_NS each */
+	struct iovec *iov;		/* len bytes, all into buf */
+	int iovcnt;
+	struct ring *rings[2];		/* drained between reads */
+	int nr_rings;
+	size_t *shared_samples;	/* counted by another process */
+	size_t want_samples;
+	double deadline;
+	int lost_fd;			/* >= 0: stop once samples are lost */
+	enum chain_end end;
+	char *exec_path;
+	char **exec_argv;
+	char **exec_envp;
+	/*
+	 * Filled by the chain: expect[0] is the user IP after the readv()
+	 * system call, expect[1..4] the return addresses of chain_f3,
+	 * chain_f2, chain_f1 and chain_run, i.e. the stack a walk from
+	 * inside readv() must see.
+	 */
+	unsigned long expect[CHAIN_DEPTH];
+	unsigned long exec_ret;		/* user IP after execve() */
+	unsigned long exit_ret;		/* user IP after exit_group() */
+	unsigned long spin_start, spin_end; /* the user-mode spin loop */
+	long reads;
+};
+
+static const char * const frame_name[CHAIN_DEPTH] = {
+	"the readv() system call", "chain_f3", "chain_f2", "chain_f1", "chain_run",
+};
+
+static __u64 lost_count(int fd)
+{
+	__u64 v[2] = { 0, 0 };
+
+	if (read(fd, v, sizeof(v)) != sizeof(v))
+		return 0;
+	return v[1];
+}
+
+static bool chain_done(struct chain *c)
+{
+	size_t samples = 0;
+	int i;
+
+	for (i = 0; i < c->nr_rings; i++) {
+		ring_drain(c->rings[i]);
+		samples += c->rings[i]->nr_samples;
+	}
+	if (c->shared_samples)
+		samples = __atomic_load_n(c->shared_samples, __ATOMIC_RELAXED);
+	if (c->lost_fd >= 0 && lost_count(c->lost_fd) >= 20)
+		return true;
+	return samples >= c->want_samples || ring_now() > c->deadline;
+}
+
+static __attribute__((noipa)) void chain_f3(struct chain *c)
+{
+	c->expect[1] = (unsigned long)__builtin_return_address(0);
+	do {
+		raw_syscall(c->expect[0], __NR_readv, c->zero_fd, c->iov,
+			    c->iovcnt, 0, 0, 0);
+		c->reads++;
+	} while (!chain_done(c));
+
+	if (c->end == CHAIN_EXEC)
+		raw_syscall(c->exec_ret, __NR_execve, c->exec_path, c->exec_argv,
+			    c->exec_envp, 0, 0, 0);
+	if (c->end != CHAIN_RETURN)
+		raw_syscall(c->exit_ret, __NR_exit_group,
+			    c->end == CHAIN_EXEC ? 127 : 0, 0, 0, 0, 0, 0);
+}
+
+static __attribute__((noipa)) void chain_f2(struct chain *c)
+{
+	c->expect[2] = (unsigned long)__builtin_return_address(0);
+	chain_f3(c);
+}
+
+static __attribute__((noipa)) void chain_f1(struct chain *c)
+{
+	c->expect[3] = (unsigned long)__builtin_return_address(0);
+	chain_f2(c);
+}
+
+static __attribute__((noipa)) void chain_run(struct chain *c)
+{
+	c->expect[4] = (unsigned long)__builtin_return_address(0);
+	chain_f1(c);
+}
+
+/* Spin in user mode, in a loop whose code range the test knows. */
+static __attribute__((noipa)) void spin_user(struct chain *c, unsigned long loops)
+{
+	c->expect[1] = (unsigned long)__builtin_return_address(0);
+	do {
+		unsigned long n = loops;
+
+		asm volatile("lea 1f(%%rip), %%rcx\n\t"
+			     "mov %%rcx, %1\n\t"
+			     "lea 2f(%%rip), %%rcx\n\t"
+			     "mov %%rcx, %2\n"
+			     "1:\tdec %0\n\t"
+			     "jnz 1b\n"
+			     "2:"
+			     : "+r" (n), "=m" (c->spin_start), "=m" (c->spin_end)
+			     : : "rcx", "cc");
+	} while (!chain_done(c));
+}
+
+/*
+ * Size the chain's readv() so that one call takes about READ_NS: several
+ * samples per kernel stay, on a fast machine as under emulation.
+ */
+static void chain_init(struct __test_metadata *_metadata, struct chain *c,
+		       size_t want_samples)
+{
+	size_t chunk;
+	double t;
+	char *cal;
+	int i;
+
+	memset(c, 0, sizeof(*c));
+	c->lost_fd = -1;
+	c->want_samples = want_samples;
+	c->zero_fd = open("/dev/zero", O_RDONLY);
+	ASSERT_LE(0, c->zero_fd) TH_LOG("/dev/zero: %s", strerror(errno));
+
+	cal = malloc(CAL_READ);
+	ASSERT_NE(NULL, cal);
+	memset(cal, 1, CAL_READ);
+	ASSERT_EQ(CAL_READ, read(c->zero_fd, cal, CAL_READ));
+	t = ring_now();
+	ASSERT_EQ(CAL_READ, read(c->zero_fd, cal, CAL_READ));
+	t = ring_now() - t;
+	free(cal);
+
+	c->len = t > 0 ? CAL_READ * (READ_NS / 1e9) / t : MAX_READ;
+	if (c->len < MIN_READ)
+		c->len = MIN_READ;
+	if (c->len > MAX_READ)
+		c->len = MAX_READ;
+	chunk = c->len < MAX_BUF ? c->len : MAX_BUF;
+	c->iovcnt = c->len / chunk;
+	c->len = c->iovcnt * chunk;
+	c->buf = malloc(chunk);
+	c->iov = calloc(c->iovcnt, sizeof(*c->iov));
+	ASSERT_NE(NULL, c->buf);
+	ASSERT_NE(NULL, c->iov);
+	memset(c->buf, 1, chunk);	/* no page faults while sampled */
+	for (i = 0; i < c->iovcnt; i++) {
+		c->iov[i].iov_base = c->buf;
+		c->iov[i].iov_len = chunk;
+	}
+}
+
+static void chain_fini(struct chain *c)
+{
+	free(c->iov);
+	free(c->buf);
+	close(c->zero_fd);
+}
+
+static struct perf_event_attr clock_attr(__u64 config, bool deferred)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= config,
+		.sample_period	= SAMPLE_PERIOD_NS,
+		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
+		.sample_id_all	= 1,
+		.disabled	= 1,
+	};
+
+	if (deferred)
+		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	return attr;
+}
+
+static void open_ring(struct __test_metadata *_metadata, struct ring *r,
+		      struct perf_event_attr *attr, pid_t pid, int cpu,
+		      size_t pages)
+{
+	int fd = perf_open(attr, pid, cpu);
+
+	ASSERT_LE(0, fd) TH_LOG("perf_event_open(pid %d, cpu %d): %s",
+				pid, cpu, strerror(errno));
+	ASSERT_EQ(0, ring_map(r, fd, attr, pages))
+		TH_LOG("mmap of %zu data pages: %s", pages, strerror(errno));
+}
+
+static void close_ring(struct ring *r)
+{
+	int fd = r->fd;
+
+	ring_unmap(r);
+	close(fd);
+}
+
+/* Sample the chain in this thread with the events behind rings[]. */
+static void sample_chain(struct __test_metadata *_metadata, struct chain *c,
+			 struct ring **rings, int nr_rings)
+{
+	int i;
+
+	c->nr_rings = nr_rings;
+	for (i = 0; i < nr_rings; i++) {
+		c->rings[i] = rings[i];
+		ASSERT_EQ(0, ioctl(rings[i]->fd, PERF_EVENT_IOC_ENABLE, 0));
+	}
+	c->deadline = ring_now() + RUN_SECONDS;
+	chain_run(c);
+	for (i = 0; i < nr_rings; i++) {
+		ASSERT_EQ(0, ioctl(rings[i]->fd, PERF_EVENT_IOC_DISABLE, 0));
+		ring_drain(rings[i]);
+		EXPECT_EQ(0, rings[i]->nr_malformed)
+			TH_LOG("expected well-formed records, saw %s",
+			       rings[i]->why);
+	}
+	c->nr_rings = 0;
+}
+
+static pid_t gettid_(void)
+{
+	return syscall(SYS_gettid);
+}
+
+static bool has_user_context(const struct ring_record *rr)
+{
+	__u64 i;
+
+	for (i = 0; i < rr->nr; i++)
+		if (rr->ips[i] == PERF_CONTEXT_USER)
+			return true;
+	return false;
+}
+
+static const char *cookie_problem(__u64 cookie)
+{
+	__u32 cpu1 = (__u32)cookie;
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+
+	if (cpu1 < 1 || cpu1 > cpus)
+		return "bits 0..31 are not cpu+1 of a CPU of this machine";
+	if (!((cookie >> 32) & 1))
+		return "bits 32..63 are not odd";
+	return NULL;
+}
+
+/* How a set of samples of one thread and their records turned out. */
+struct cookie_stats {
+	int samples;
+	int deferred;		/* cookie != 0 */
+	int cookies;		/* distinct cookies */
+	int max_per_cookie;	/* most samples sharing one cookie */
+};
+
+enum {
+	ALL_DEFERRED	= 1,	/* every sample of the thread has a cookie */
+	RECORD_AFTER	= 2,	/* a record follows the first sample of its cookie */
+};
+
+static size_t count_records(const struct ring *r, __u64 cookie, size_t *first)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < r->nr_rec; i++) {
+		if (r->rec[i].type != PERF_RECORD_CALLCHAIN_DEFERRED ||
+		    r->rec[i].cookie != cookie)
+			continue;
+		if (!n++)
+			*first = i;
+	}
+	return n;
+}
+
+/* The cookie of the last sample of tid in the buffer, 0 if none. */
+static __u64 last_cookie(const struct ring *r, pid_t tid)
+{
+	size_t i;
+
+	for (i = r->nr_rec; i-- > 0;) {
+		if (r->rec[i].type == PERF_RECORD_SAMPLE &&
+		    r->rec[i].tid == (__u32)tid)
+			return r->rec[i].cookie;
+	}
+	return 0;
+}
+
+/*
+ * The core promise: every cookie a sample of tid carries is well formed,
+ * and the buffer holds exactly one record with it, for that tid, with
+ * PERF_RECORD_MISC_USER. Samples with a cookie have no inline user part.
+ * The one exception is the stay in which sampling stopped: the event was
+ * disabled (or closed) before that stay's walk ran, and a disabled event
+ * gets nothing (SPEC.md).
+ */
+static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
+					 const struct ring *r, pid_t tid, int flags)
+{
+	struct cookie_stats st = { 0 };
+	int bad_zero = 0, bad_format = 0, bad_user = 0, bad_count = 0;
+	int bad_tid = 0, bad_misc = 0, bad_order = 0;
+	char zero_msg[128] = "", format_msg[128] = "", user_msg[128] = "";
+	char count_msg[128] = "", tid_msg[128] = "", misc_msg[128] = "";
+	char order_msg[128] = "";
+	__u64 stopped = last_cookie(r, tid);
+	size_t i, j;
+
+	for (i = 0; i < r->nr_rec; i++) {
+		const struct ring_record *s = &r->rec[i];
+		size_t n, rec = 0;
+		const char *why;
+		int shared = 0;
+		bool seen = false;
+
+		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)tid)
+			continue;
+		st.samples++;
+		if (!s->cookie) {
+			if ((flags & ALL_DEFERRED) && !bad_zero++)
+				snprintf(zero_msg, sizeof(zero_msg),
+					 "sample %zu at ip %#llx", i,
+					 (unsigned long long)s->ip);
+			continue;
+		}
+		st.deferred++;
+		if (has_user_context(s) && !bad_user++)
+			snprintf(user_msg, sizeof(user_msg),
+				 "cookie %#llx", (unsigned long long)s->cookie);
+
+		/* Look at each cookie once, at its first sample. */
+		for (j = 0; j < i && !seen; j++)
+			seen = r->rec[j].type == PERF_RECORD_SAMPLE &&
+			       r->rec[j].tid == (__u32)tid &&
+			       r->rec[j].cookie == s->cookie;
+		if (seen)
+			continue;
+		st.cookies++;
+		for (j = i; j < r->nr_rec; j++)
+			shared += r->rec[j].type == PERF_RECORD_SAMPLE &&
+				  r->rec[j].tid == (__u32)tid &&
+				  r->rec[j].cookie == s->cookie;
+		if (shared > st.max_per_cookie)
+			st.max_per_cookie = shared;
+
+		why = cookie_problem(s->cookie);
+		if (why && !bad_format++)
+			snprintf(format_msg, sizeof(format_msg), "cookie %#llx: %s",
+				 (unsigned long long)s->cookie, why);
+
+		n = count_records(r, s->cookie, &rec);
+		if (!n && s->cookie == stopped)
+			continue;
+		if (n != 1) {
+			if (!bad_count++)
+				snprintf(count_msg, sizeof(count_msg),
+					 "cookie %#llx has %zu records",
+					 (unsigned long long)s->cookie, n);
+			if (!n)
+				continue;
+		}
+		if (r->rec[rec].tid != (__u32)tid && !bad_tid++)
+			snprintf(tid_msg, sizeof(tid_msg),
+				 "cookie %#llx: record of tid %u",
+				 (unsigned long long)s->cookie, r->rec[rec].tid);
+		if ((r->rec[rec].misc & PERF_RECORD_MISC_CPUMODE_MASK) !=
+		    PERF_RECORD_MISC_USER && !bad_misc++)
+			snprintf(misc_msg, sizeof(misc_msg), "misc %#x",
+				 r->rec[rec].misc);
+		if ((flags & RECORD_AFTER) && rec < i && !bad_order++)
+			snprintf(order_msg, sizeof(order_msg),
+				 "cookie %#llx: record %zu, first sample %zu",
+				 (unsigned long long)s->cookie, rec, i);
+	}
+
+	EXPECT_EQ(0, bad_zero)
+		TH_LOG("expected a cookie on every sample of tid %d, %d of %d had 0 (first: %s)",
+		       tid, bad_zero, st.samples, zero_msg);
+	EXPECT_EQ(0, bad_format)
+		TH_LOG("want cookie = odd << 32 | cpu+1, %d were not (first: %s)",
+		       bad_format, format_msg);
+	EXPECT_EQ(0, bad_user)
+		TH_LOG("want no inline user part with a cookie, %d had it (%s)",
+		       bad_user, user_msg);
+	EXPECT_EQ(0, bad_count)
+		TH_LOG("want 1 record per cookie, %d of %d differ (first: %s)",
+		       bad_count, st.cookies, count_msg);
+	EXPECT_EQ(0, bad_tid)
+		TH_LOG("expected records with the sample's tid %d, %d were not (first: %s)",
+		       tid, bad_tid, tid_msg);
+	EXPECT_EQ(0, bad_misc)
+		TH_LOG("expected records with PERF_RECORD_MISC_USER, %d were not (first: %s)",
+		       bad_misc, misc_msg);
+	EXPECT_EQ(0, bad_order)
+		TH_LOG("want records after their first sample, %d not (%s)",
+		       bad_order, order_msg);
+	return st;
+}
+
+/*
+ * Records of tid whose walk started at the chain's readv(): ips[0..depth)
+ * must be the chain's own frames. Returns how many there were.
+ */
+static int check_chain_records(struct __test_metadata *_metadata,
+			       const struct ring *r, pid_t tid,
+			       const struct chain *c, __u64 depth)
+{
+	int found = 0, bad = 0;
+	char msg[200] = "";
+	size_t i;
+	__u64 k;
+
+	for (i = 0; i < r->nr_rec; i++) {
+		const struct ring_record *rr = &r->rec[i];
+
+		if (rr->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
+		    rr->tid != (__u32)tid || !rr->nr || rr->ips[0] != c->expect[0])
+			continue;
+		found++;
+		if (rr->nr < depth) {
+			if (!bad++)
+				snprintf(msg, sizeof(msg),
+					 "cookie %#llx: %llu ips, expected at least %llu",
+					 (unsigned long long)rr->cookie,
+					 (unsigned long long)rr->nr,
+					 (unsigned long long)depth);
+			continue;
+		}
+		for (k = 1; k < depth; k++) {
+			if (rr->ips[k] == c->expect[k])
+				continue;
+			if (!bad++)
+				snprintf(msg, sizeof(msg),
+					 "cookie %#llx: ips[%llu] expected %#lx (return address of %s), seen %#llx",
+					 (unsigned long long)rr->cookie,
+					 (unsigned long long)k, c->expect[k],
+					 frame_name[k], (unsigned long long)rr->ips[k]);
+			break;
+		}
+	}
+	EXPECT_LE(1, found)
+		TH_LOG("want records with ips[0] = readv()'s user IP %#lx, saw none",
+		       c->expect[0]);
+	EXPECT_EQ(0, bad)
+		TH_LOG("%d of %d records of the chain differ from its own frames; first: %s",
+		       bad, found, msg);
+	return found;
+}
+
+TEST(known_chain_in_long_syscalls)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	struct cookie_stats st;
+	struct ring r, *rp = &r;
+	struct chain c;
+
+	chain_init(_metadata, &c, WANT_SAMPLES);
+	open_ring(_metadata, &r, &attr, 0, -1, DATA_PAGES);
+	sample_chain(_metadata, &c, &rp, 1);
+
+	st = check_cookies(_metadata, &r, gettid_(), ALL_DEFERRED | RECORD_AFTER);
+	ASSERT_LE(10, st.samples)
+		TH_LOG("expected at least 10 samples, saw %d in %ld reads of %zu bytes",
+		       st.samples, c.reads, c.len);
+	EXPECT_LE(2, st.max_per_cookie)
+		TH_LOG("want several samples per readv() of %zu B, max %d in %d cookies",
+		       c.len, st.max_per_cookie, st.cookies);
+	check_chain_records(_metadata, &r, gettid_(), &c, CHAIN_DEPTH);
+	TH_LOG("%d samples, %d cookies, up to %d samples per cookie, %ld reads of %zu bytes",
+	       st.samples, st.cookies, st.max_per_cookie, c.reads, c.len);
+
+	close_ring(&r);
+	chain_fini(&c);
+}
+
+TEST(user_mode_samples_are_deferred)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	int user = 0, in_loop = 0, bad_chain = 0, bad_ip = 0, bad_caller = 0;
+	char chain_msg[128] = "", ip_msg[160] = "", caller_msg[160] = "";
+	unsigned long loops = 1000000;
+	pid_t tid = gettid_();
+	struct chain c;
+	struct ring r;
+	double t;
+	size_t i;
+
+	chain_init(_metadata, &c, WANT_SAMPLES);
+	c.deadline = ring_now() + 60;
+	c.want_samples = 0;
+	t = ring_now();
+	spin_user(&c, loops);		/* one round, to size the loop: ~5 ms */
+	t = ring_now() - t;
+	if (t > 0)
+		loops = loops * 0.005 / t + 1;
+
+	open_ring(_metadata, &r, &attr, 0, -1, DATA_PAGES);
+	c.rings[0] = &r;
+	c.nr_rings = 1;
+	c.want_samples = WANT_SAMPLES;
+	c.deadline = ring_now() + RUN_SECONDS;
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0));
+	spin_user(&c, loops);
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r);
+	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
+
+	check_cookies(_metadata, &r, tid, ALL_DEFERRED | RECORD_AFTER);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *s = &r.rec[i];
+		size_t n, rec = 0;
+		__u64 k;
+
+		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)tid ||
+		    (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+			continue;
+		user++;
+		for (k = 0; k < s->nr; k++) {
+			if (ring_is_context(s->ips[k]))
+				continue;
+			if (!bad_chain++)
+				snprintf(chain_msg, sizeof(chain_msg),
+					 "ips[%llu] = %#llx of %llu",
+					 (unsigned long long)k,
+					 (unsigned long long)s->ips[k],
+					 (unsigned long long)s->nr);
+			break;
+		}
+		if (!s->cookie)
+			continue;
+		n = count_records(&r, s->cookie, &rec);
+		if (n < 1 || !r.rec[rec].nr)
+			continue;	/* counted by check_cookies() */
+		/* The walk starts where this very interrupt entered. */
+		if (r.rec[rec].ips[0] != s->ip && !bad_ip++)
+			snprintf(ip_msg, sizeof(ip_msg),
+				 "sample ip %#llx, record ips[0] %#llx",
+				 (unsigned long long)s->ip,
+				 (unsigned long long)r.rec[rec].ips[0]);
+		if (s->ip < c.spin_start || s->ip > c.spin_end)
+			continue;
+		in_loop++;
+		if ((r.rec[rec].nr < 2 || r.rec[rec].ips[1] != c.expect[1]) &&
+		    !bad_caller++)
+			snprintf(caller_msg, sizeof(caller_msg),
+				 "ip %#llx: ips[1] expected %#lx, seen %#llx of %llu",
+				 (unsigned long long)s->ip, c.expect[1],
+				 r.rec[rec].nr > 1 ?
+				 (unsigned long long)r.rec[rec].ips[1] : 0ULL,
+				 (unsigned long long)r.rec[rec].nr);
+	}
+	ASSERT_LE(10, user)
+		TH_LOG("expected at least 10 user-mode samples while spinning, saw %d",
+		       user);
+	EXPECT_EQ(0, bad_chain)
+		TH_LOG("want no kernel ips in user-mode samples, %d had (%s)",
+		       bad_chain, chain_msg);
+	EXPECT_EQ(0, bad_ip)
+		TH_LOG("expected record ips[0] == the user-mode sample's ip, %d differ (first: %s)",
+		       bad_ip, ip_msg);
+	EXPECT_LE(1, in_loop)
+		TH_LOG("want samples in the spin loop [%#lx, %#lx], none of %d",
+		       c.spin_start, c.spin_end, user);
+	EXPECT_EQ(0, bad_caller)
+		TH_LOG("expected ips[1] == spin_user's return address, %d of %d differ (first: %s)",
+		       bad_caller, in_loop, caller_msg);
+
+	close_ring(&r);
+	chain_fini(&c);
+}
+
+/* The user frames of a sample taken without deferral, after PERF_CONTEXT_USER. */
+static bool inline_user_part(const struct ring_record *s, const __u64 **ips, __u64 *nr)
+{
+	__u64 k;
+
+	for (k = 0; k < s->nr; k++) {
+		if (s->ips[k] != PERF_CONTEXT_USER)
+			continue;
+		*ips = &s->ips[k + 1];
+		*nr = s->nr - k - 1;
+		return true;
+	}
+	return false;
+}
+
+TEST(inline_and_deferred_agree)
+{
+	unsigned long expect[2][CHAIN_DEPTH];
+	const __u64 *walk[2] = { NULL, NULL };
+	__u64 walk_nr[2] = { 0, 0 }, k;
+	int found[2] = { 0, 0 }, bad[2] = { 0, 0 };
+	char msg[2][200] = { "", "" };
+	pid_t tid = gettid_();
+	struct ring r[2];
+	struct chain c;
+	int mode;
+	size_t i;
+
+	chain_init(_metadata, &c, WANT_SAMPLES);
+	/* mode 0 deferred, mode 1 inline: the same call site, the same stack */
+	for (mode = 0; mode < 2; mode++) {
+		struct perf_event_attr attr =
+			clock_attr(PERF_COUNT_SW_CPU_CLOCK, mode == 0);
+		struct ring *rp = &r[mode];
+
+		open_ring(_metadata, &r[mode], &attr, 0, -1, DATA_PAGES);
+		sample_chain(_metadata, &c, &rp, 1);
+		memcpy(expect[mode], c.expect, sizeof(c.expect));
+	}
+	ASSERT_EQ(0, memcmp(expect[0], expect[1], sizeof(expect[0])))
+		TH_LOG("the two runs of the chain did not have the same frames");
+
+	for (mode = 0; mode < 2; mode++) {
+		for (i = 0; i < r[mode].nr_rec; i++) {
+			const struct ring_record *rr = &r[mode].rec[i];
+			const __u64 *ips;
+			__u64 nr;
+
+			if (rr->tid != (__u32)tid)
+				continue;
+			if (mode == 0 && rr->type == PERF_RECORD_CALLCHAIN_DEFERRED) {
+				ips = rr->ips;
+				nr = rr->nr;
+			} else if (mode == 1 && rr->type == PERF_RECORD_SAMPLE &&
+				   inline_user_part(rr, &ips, &nr)) {
+				/* nothing */
+			} else {
+				continue;
+			}
+			if (!nr || ips[0] != c.expect[0])
+				continue;
+			if (!found[mode]++) {
+				walk[mode] = ips;
+				walk_nr[mode] = nr;
+			}
+			for (k = 0; k < CHAIN_DEPTH; k++) {
+				if (k < nr && ips[k] == c.expect[k])
+					continue;
+				if (!bad[mode]++)
+					snprintf(msg[mode], sizeof(msg[mode]),
+						 "ips[%llu] expected %#lx (%s), seen %#llx of %llu",
+						 (unsigned long long)k, c.expect[k],
+						 frame_name[k],
+						 k < nr ? (unsigned long long)ips[k] : 0ULL,
+						 (unsigned long long)nr);
+				break;
+			}
+		}
+	}
+	EXPECT_LE(1, found[0])
+		TH_LOG("expected deferred records starting at the readv() IP %#lx, saw none",
+		       c.expect[0]);
+	EXPECT_LE(1, found[1])
+		TH_LOG("expected inline user callchains starting at the readv() IP %#lx, saw none",
+		       c.expect[0]);
+	EXPECT_EQ(0, bad[0])
+		TH_LOG("deferred walk: %d of %d records differ from the chain; first: %s",
+		       bad[0], found[0], msg[0]);
+	EXPECT_EQ(0, bad[1])
+		TH_LOG("inline walk: %d of %d samples differ from the chain; first: %s",
+		       bad[1], found[1], msg[1]);
+
+	/* Beyond the chain, the two walks see the same stack, too. */
+	if (walk[0] && walk[1]) {
+		__u64 n = walk_nr[0] < walk_nr[1] ? walk_nr[0] : walk_nr[1];
+
+		for (k = 0; k < n; k++)
+			if (walk[0][k] != walk[1][k])
+				break;
+		EXPECT_EQ(n, k)
+			TH_LOG("frame %llu: deferred walk %#llx, inline walk %#llx",
+			       (unsigned long long)k,
+			       (unsigned long long)walk[0][k],
+			       (unsigned long long)walk[1][k]);
+		TH_LOG("deferred walk %llu frames, inline walk %llu frames",
+		       (unsigned long long)walk_nr[0],
+		       (unsigned long long)walk_nr[1]);
+	}
+
+	close_ring(&r[0]);
+	close_ring(&r[1]);
+	chain_fini(&c);
+}
+
+/* A thread that blocks twice in one recvfrom(MSG_WAITALL) of 2 bytes. */
+struct blocker {
+	int sock;
+	int cpu;		/* where it starts */
+	pid_t tid;
+	int go;
+	long ret;
+	unsigned long recv_ret;	/* user IP after its recvfrom() */
+};
+
+static void *blocker_main(void *arg)
+{
+	struct blocker *b = arg;
+	char buf[2];
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(b->cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		b->ret = -errno;
+		__atomic_store_n(&b->tid, -1, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	__atomic_store_n(&b->tid, gettid_(), __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&b->go, __ATOMIC_ACQUIRE))
+		asm volatile("pause" ::: "memory");
+	b->ret = raw_syscall(b->recv_ret, __NR_recvfrom, b->sock, buf, 2,
+			     MSG_WAITALL, 0, 0);
+	return NULL;
+}
+
+static long voluntary_switches(pid_t tid)
+{
+	char path[64], line[128];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* Wait until tid has blocked more than "seen" times; false on timeout. */
+static bool wait_blocked(pid_t tid, long seen)
+{
+	double deadline = ring_now() + 5;
+
+	while (voluntary_switches(tid) <= seen) {
+		if (ring_now() > deadline)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+TEST(migrated_while_blocked)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= PERF_COUNT_SW_CONTEXT_SWITCHES,
+		.sample_period	= 1,
+		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
+				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
+		.sample_id_all	= 1,
+	};
+	int cpus[2], n = 0, sv[2], on_a = 0, on_b = 0, other = 0;
+	struct blocker b = { 0 };
+	size_t i, rec = 0, first = SIZE_MAX, nrec;
+	int found = 0;
+	cpu_set_t set;
+	pthread_t th;
+	struct ring r;
+	__u64 cookie = 0;
+	long v;
+
+	ASSERT_EQ(0, sched_getaffinity(0, sizeof(set), &set));
+	for (i = 0; i < CPU_SETSIZE && n < 2; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[n++] = i;
+	if (n < 2)
+		SKIP(return, "needs 2 CPUs to migrate a task, has %d", n);
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	b.sock = sv[0];
+	b.cpu = cpus[0];
+	ASSERT_EQ(0, pthread_create(&th, NULL, blocker_main, &b));
+	while (!__atomic_load_n(&b.tid, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	ASSERT_LT(0, b.tid) TH_LOG("pinning to CPU %d: %s", b.cpu, strerror(-b.ret));
+
+	open_ring(_metadata, &r, &attr, b.tid, -1, DATA_PAGES);
+	v = voluntary_switches(b.tid);
+	ASSERT_LE(0, v);
+	__atomic_store_n(&b.go, 1, __ATOMIC_RELEASE);
+
+	/* Blocked on CPU A: move it to CPU B, wake it, let it block again. */
+	ASSERT_TRUE(wait_blocked(b.tid, v)) TH_LOG("the thread never blocked");
+	v = voluntary_switches(b.tid);
+	CPU_ZERO(&set);
+	CPU_SET(cpus[1], &set);
+	ASSERT_EQ(0, sched_setaffinity(b.tid, sizeof(set), &set));
+	ASSERT_EQ(1, write(sv[1], "x", 1));
+	ASSERT_TRUE(wait_blocked(b.tid, v))
+		TH_LOG("the thread did not block again for its second byte");
+	ASSERT_EQ(1, write(sv[1], "y", 1));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	ASSERT_EQ(2, b.ret) TH_LOG("recvfrom: %ld", b.ret);
+
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r);
+	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
+	check_cookies(_metadata, &r, b.tid, RECORD_AFTER);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *rr = &r.rec[i];
+
+		if (rr->type == PERF_RECORD_CALLCHAIN_DEFERRED &&
+		    rr->tid == (__u32)b.tid && rr->nr && rr->ips[0] == b.recv_ret) {
+			if (!found++) {
+				rec = i;
+				cookie = rr->cookie;
+			}
+		}
+	}
+	ASSERT_EQ(1, found)
+		TH_LOG("expected one record of the recvfrom() stay (ips[0] %#lx), saw %d",
+		       b.recv_ret, found);
+	EXPECT_EQ(cpus[0] + 1, (__u32)cookie)
+		TH_LOG("cookie %#llx: expected cpu+1 = %d of the CPU where it was taken",
+		       (unsigned long long)cookie, cpus[0] + 1);
+	EXPECT_EQ(cpus[1], r.rec[rec].cpu)
+		TH_LOG("expected the record written on CPU %d after migration, seen CPU %llu",
+		       cpus[1], (unsigned long long)r.rec[rec].cpu);
+	nrec = count_records(&r, cookie, &i);
+	EXPECT_EQ(1, nrec) TH_LOG("cookie %#llx: expected 1 record, saw %zu",
+				  (unsigned long long)cookie, nrec);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *s = &r.rec[i];
+
+		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)b.tid)
+			continue;
+		if (s->cookie == cookie) {
+			if (first == SIZE_MAX)
+				first = i;
+			on_a += s->cpu == (__u64)cpus[0];
+			on_b += s->cpu == (__u64)cpus[1];
+		} else if (first != SIZE_MAX && i < rec) {
+			other++;
+		}
+	}
+	EXPECT_LE(1, on_a)
+		TH_LOG("expected a sample of the first block on CPU %d with cookie %#llx, saw none",
+		       cpus[0], (unsigned long long)cookie);
+	EXPECT_LE(1, on_b)
+		TH_LOG("want a sample of block 2 on CPU %d with cookie %#llx, none",
+		       cpus[1], (unsigned long long)cookie);
+	EXPECT_EQ(0, other)
+		TH_LOG("expected every sample of the stay to carry cookie %#llx, %d did not",
+		       (unsigned long long)cookie, other);
+
+	close_ring(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void cookies_of(const struct ring *r, pid_t tid, __u64 id, size_t *n,
+		       __u64 *cookies, size_t max)
+{
+	size_t i;
+
+	*n = 0;
+	for (i = 0; i < r->nr_rec && *n < max; i++)
+		if (r->rec[i].type == PERF_RECORD_SAMPLE &&
+		    r->rec[i].tid == (__u32)tid && r->rec[i].id == id &&
+		    r->rec[i].cookie)
+			cookies[(*n)++] = r->rec[i].cookie;
+}
+
+TEST(shared_buffer_one_record_per_cookie)
+{
+	struct perf_event_attr task = clock_attr(PERF_COUNT_SW_TASK_CLOCK, true);
+	struct perf_event_attr cpu = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	static __u64 a[4096], b[4096];
+	size_t na, nb, i, j, both = 0;
+	pid_t tid = gettid_();
+	struct ring r[2], *rp[2] = { &r[0], &r[1] };
+	__u64 id[2];
+	struct chain c;
+	int fd;
+
+	chain_init(_metadata, &c, 2 * WANT_SAMPLES);
+
+	/* Two events, one buffer. */
+	open_ring(_metadata, &r[0], &task, 0, -1, DATA_PAGES);
+	fd = perf_open(&cpu, 0, -1);
+	ASSERT_LE(0, fd) TH_LOG("perf_event_open: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r[0].fd))
+		TH_LOG("PERF_EVENT_IOC_SET_OUTPUT: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(r[0].fd, PERF_EVENT_IOC_ID, &id[0]));
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ID, &id[1]));
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
+	sample_chain(_metadata, &c, rp, 1);
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r[0]);
+
+	cookies_of(&r[0], tid, id[0], &na, a, 4096);
+	cookies_of(&r[0], tid, id[1], &nb, b, 4096);
+	for (i = 0; i < na; i++)
+		for (j = 0; j < nb; j++)
+			if (a[i] == b[j]) {
+				both++;
+				break;
+			}
+	ASSERT_LE(1, both)
+		TH_LOG("expected cookies sampled by both events (%zu and %zu samples), saw none",
+		       na, nb);
+	TH_LOG("shared buffer: %zu + %zu samples, %zu cookies in both",
+	       na, nb, both);
+	check_cookies(_metadata, &r[0], tid, ALL_DEFERRED | RECORD_AFTER);
+	close(fd);
+	close_ring(&r[0]);
+
+	/* Two events, two buffers: each gets its own record. */
+	open_ring(_metadata, &r[0], &task, 0, -1, DATA_PAGES);
+	open_ring(_metadata, &r[1], &cpu, 0, -1, DATA_PAGES);
+	sample_chain(_metadata, &c, rp, 2);
+	check_cookies(_metadata, &r[0], tid, ALL_DEFERRED);
+	check_cookies(_metadata, &r[1], tid, ALL_DEFERRED);
+	close_ring(&r[0]);
+	close_ring(&r[1]);
+	chain_fini(&c);
+}
+
+/* A chain in shared memory, so that the parent sees what a child recorded. */
+static struct chain *shared_chain(struct __test_metadata *_metadata, size_t want)
+{
+	struct chain *c = mmap(NULL, sizeof(*c) + sizeof(size_t),
+			       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			       -1, 0);
+
+	ASSERT_NE(MAP_FAILED, c);
+	chain_init(_metadata, c, want);
+	c->shared_samples = (size_t *)(c + 1);
+	return c;
+}
+
+static void free_shared_chain(struct chain *c)
+{
+	chain_fini(c);
+	munmap(c, sizeof(*c) + sizeof(size_t));
+}
+
+/*
+ * Read r while child runs, telling it how many of its samples arrived,
+ * until it exits; returns its wait status.
+ */
+static int follow_child(struct ring *r, struct chain *c, pid_t child)
+{
+	double deadline = ring_now() + 4 * RUN_SECONDS;
+	size_t i, n = 0, seen = 0;
+	int status = -1;
+
+	for (;;) {
+		ring_drain(r);
+		for (i = seen; i < r->nr_rec; i++)
+			n += r->rec[i].type == PERF_RECORD_SAMPLE &&
+			     r->rec[i].tid == (__u32)child;
+		seen = r->nr_rec;
+		__atomic_store_n(c->shared_samples, n, __ATOMIC_RELAXED);
+		if (waitpid(child, &status, WNOHANG) == child)
+			break;
+		if (ring_now() > deadline) {
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+			break;
+		}
+		usleep(1000);
+	}
+	ring_drain(r);
+	return status;
+}
+
+TEST(inherited_child_records_carry_child_tid)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	struct cookie_stats st;
+	struct chain *c;
+	cpu_set_t set;
+	struct ring r;
+	pid_t child;
+	int status, cpu;
+
+	/*
+	 * An inherited per-task event cannot be mapped unless it is also
+	 * bound to a CPU: pin this process, and so its child, to one.
+	 */
+	cpu = sched_getcpu();
+	ASSERT_LE(0, cpu);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(set), &set));
+
+	c = shared_chain(_metadata, WANT_SAMPLES);
+	attr.inherit = 1;
+	open_ring(_metadata, &r, &attr, 0, cpu, DATA_PAGES);
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0));
+
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		c->deadline = ring_now() + RUN_SECONDS;
+		chain_run(c);
+		_exit(0);
+	}
+	status = follow_child(&r, c, child);
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	ASSERT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x", status);
+	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
+
+	/* Not ALL_DEFERRED: samples of the exiting child have cookie 0. */
+	st = check_cookies(_metadata, &r, child, RECORD_AFTER);
+	ASSERT_LE(10, st.samples)
+		TH_LOG("expected at least 10 samples of the child in the parent's buffer, saw %d",
+		       st.samples);
+	EXPECT_LE(st.samples / 2, st.deferred)
+		TH_LOG("expected most samples of the child deferred, %d of %d were",
+		       st.deferred, st.samples);
+	check_chain_records(_metadata, &r, child, c, CHAIN_DEPTH);
+
+	close_ring(&r);
+	free_shared_chain(c);
+}
+
+static bool is_kernel_thread(__u32 pid)
+{
+	char path[64], buf[512], *p;
+	unsigned long flags;
+	FILE *f;
+	size_t n;
+
+	if (!pid)
+		return true;	/* idle */
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	/* after "comm)": state ppid pgrp session tty_nr tpgid flags */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return false;
+	return flags & PF_KTHREAD;
+}
+
+TEST(per_cpu_event)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	int kthread = 0, bad = 0, cpu, fd;
+	pid_t tid = gettid_();
+	struct cookie_stats st;
+	struct ring r;
+	char msg[128] = "";
+	struct chain c;
+	cpu_set_t set;
+	size_t i;
+
+	cpu = sched_getcpu();
+	ASSERT_LE(0, cpu);
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(set), &set));
+
+	fd = perf_open(&attr, -1, cpu);
+	if (fd < 0 && (errno == EACCES || errno == EPERM))
+		SKIP(return, "a per-CPU event needs privileges (%s)", strerror(errno));
+	ASSERT_LE(0, fd) TH_LOG("perf_event_open(cpu %d): %s", cpu, strerror(errno));
+	ASSERT_EQ(0, ring_map(&r, fd, &attr, DATA_PAGES))
+		TH_LOG("mmap: %s", strerror(errno));
+
+	chain_init(_metadata, &c, WANT_SAMPLES);
+	c.rings[0] = &r;
+	c.nr_rings = 1;
+	c.deadline = ring_now() + RUN_SECONDS;
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
+	chain_run(&c);
+	for (i = 0; i < 20; i++) {	/* let the CPU idle: kernel-thread samples */
+		usleep(2000);
+		ring_drain(&r);
+	}
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r);
+	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
+
+	st = check_cookies(_metadata, &r, tid, ALL_DEFERRED | RECORD_AFTER);
+	ASSERT_LE(10, st.samples)
+		TH_LOG("expected at least 10 samples of this thread on CPU %d, saw %d",
+		       cpu, st.samples);
+	check_chain_records(_metadata, &r, tid, &c, CHAIN_DEPTH);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *s = &r.rec[i];
+
+		if (s->type != PERF_RECORD_SAMPLE || !is_kernel_thread(s->pid))
+			continue;
+		kthread++;
+		if (s->cookie && !bad++)
+			snprintf(msg, sizeof(msg), "pid %u tid %u cookie %#llx",
+				 s->pid, s->tid, (unsigned long long)s->cookie);
+	}
+	EXPECT_LE(1, kthread)
+		TH_LOG("expected samples of the idle task or kernel threads on CPU %d, saw none",
+		       cpu);
+	EXPECT_EQ(0, bad)
+		TH_LOG("expected cookie 0 on kernel-thread samples, %d of %d had one (first: %s)",
+		       bad, kthread, msg);
+
+	close_ring(&r);
+	chain_fini(&c);
+}
+
+TEST(lost_records_with_a_tiny_buffer)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	struct ring r, *rp = &r;
+	__u64 id, lost, lost_rec = 0;
+	int lost_records = 0, records = 0, cookies = 0;
+	struct chain c;
+	size_t i;
+
+	attr.read_format = PERF_FORMAT_LOST;
+	chain_init(_metadata, &c, SIZE_MAX);
+	open_ring(_metadata, &r, &attr, 0, -1, 1);
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ID, &id));
+
+	/* No reader: the one page fills up and the rest is lost. */
+	r.keep_tail = true;
+	c.lost_fd = r.fd;
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0));
+	c.deadline = ring_now() + RUN_SECONDS;
+	chain_run(&c);
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	lost = lost_count(r.fd);
+	ring_drain(&r);
+	EXPECT_EQ(0, r.nr_malformed)
+		TH_LOG("expected well-formed records in the full buffer, saw %s", r.why);
+	EXPECT_LT(0, lost)
+		TH_LOG("expected lost samples after %ld reads into one page, read() says %llu",
+		       c.reads, (unsigned long long)lost);
+
+	/* Hand the page back: the next output starts with PERF_RECORD_LOST. */
+	r.keep_tail = false;
+	ring_drain(&r);
+	c.lost_fd = -1;
+	c.want_samples = r.nr_samples + 5;
+	sample_chain(_metadata, &c, &rp, 1);
+	for (i = 0; i < r.nr_rec; i++) {
+		cookies += r.rec[i].type == PERF_RECORD_SAMPLE && r.rec[i].cookie;
+		records += r.rec[i].type == PERF_RECORD_CALLCHAIN_DEFERRED;
+		if (r.rec[i].type != PERF_RECORD_LOST &&
+		    r.rec[i].type != PERF_RECORD_LOST_SAMPLES)
+			continue;
+		lost_records++;
+		lost_rec += r.rec[i].lost;
+		if (r.rec[i].type == PERF_RECORD_LOST)
+			EXPECT_EQ(id, r.rec[i].id)
+				TH_LOG("PERF_RECORD_LOST for id %llu, expected %llu",
+				       (unsigned long long)r.rec[i].id,
+				       (unsigned long long)id);
+	}
+	EXPECT_LE(1, lost_records)
+		TH_LOG("want PERF_RECORD_LOST once there is room, none in %zu records",
+		       r.nr_rec);
+	EXPECT_LT(0, lost_rec)
+		TH_LOG("expected a lost count > 0 in the lost records, saw %llu",
+		       (unsigned long long)lost_rec);
+	EXPECT_LE(1, cookies) TH_LOG("expected samples with a cookie, saw none");
+	EXPECT_LE(1, records) TH_LOG("expected deferred records, saw none");
+
+	close_ring(&r);
+	chain_fini(&c);
+}
+
+TEST(max_stack_truncates_the_record)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	int records = 0, bad = 0;
+	struct ring r, *rp = &r;
+	char msg[128] = "";
+	struct chain c;
+	size_t i;
+
+	attr.sample_max_stack = 2;
+	chain_init(_metadata, &c, WANT_SAMPLES);
+	open_ring(_metadata, &r, &attr, 0, -1, DATA_PAGES);
+	sample_chain(_metadata, &c, &rp, 1);
+	check_cookies(_metadata, &r, gettid_(), ALL_DEFERRED | RECORD_AFTER);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *rr = &r.rec[i];
+
+		if (rr->type != PERF_RECORD_CALLCHAIN_DEFERRED)
+			continue;
+		records++;
+		if (rr->nr > 2 && !bad++)
+			snprintf(msg, sizeof(msg), "cookie %#llx has %llu ips",
+				 (unsigned long long)rr->cookie,
+				 (unsigned long long)rr->nr);
+	}
+	ASSERT_LE(1, records) TH_LOG("expected deferred records, saw none");
+	EXPECT_EQ(0, bad)
+		TH_LOG("want nr <= sample_max_stack 2, %d of %d exceed (%s)",
+		       bad, records, msg);
+	/* The walk is cut, not lost: the two innermost frames are there. */
+	check_chain_records(_metadata, &r, gettid_(), &c, 2);
+
+	close_ring(&r);
+	chain_fini(&c);
+}
+
+/*
+ * Fork a child that waits on a pipe, open attr on it, and let it run the
+ * chain (which ends as c->end says). Returns the child's wait status.
+ */
+static int sample_child(struct __test_metadata *_metadata, struct ring *r,
+			struct perf_event_attr *attr, struct chain *c,
+			pid_t *child_out)
+{
+	int go[2], status;
+	pid_t child;
+	char x;
+
+	ASSERT_EQ(0, pipe(go));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		close(go[1]);
+		if (read(go[0], &x, 1) != 1)
+			_exit(126);
+		c->deadline = ring_now() + RUN_SECONDS;
+		chain_run(c);
+		_exit(0);
+	}
+	close(go[0]);
+	*child_out = child;
+	attr->disabled = 0;
+	open_ring(_metadata, r, attr, child, -1, DATA_PAGES);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	close(go[1]);
+	status = follow_child(r, c, child);
+	EXPECT_EQ(0, r->nr_malformed) TH_LOG("malformed: %s", r->why);
+	return status;
+}
+
+TEST(exit_with_pending_samples)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	size_t i, exit_at = SIZE_MAX, rec = 0;
+	int late = 0, in_exit = 0, exits = 0;
+	char msg[128] = "";
+	struct cookie_stats st;
+	struct chain *c;
+	struct ring r;
+	pid_t child;
+	int status;
+
+	c = shared_chain(_metadata, WANT_SAMPLES);
+	c->end = CHAIN_EXIT;
+	attr.task = 1;
+	status = sample_child(_metadata, &r, &attr, c, &child);
+	ASSERT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x", status);
+
+	for (i = 0; i < r.nr_rec; i++)
+		if (r.rec[i].type == PERF_RECORD_EXIT &&
+		    r.rec[i].tid == (__u32)child && !exits++)
+			exit_at = i;
+	ASSERT_EQ(1, exits)
+		TH_LOG("expected one PERF_RECORD_EXIT of the child, saw %d", exits);
+
+	/* Not ALL_DEFERRED: samples in do_exit() have cookie 0. */
+	st = check_cookies(_metadata, &r, child, RECORD_AFTER);
+	ASSERT_LE(10, st.samples)
+		TH_LOG("expected at least 10 samples of the child, saw %d", st.samples);
+	EXPECT_LE(st.samples / 2, st.deferred)
+		TH_LOG("expected most samples of the child deferred, %d of %d were",
+		       st.deferred, st.samples);
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *s = &r.rec[i];
+
+		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)child ||
+		    !s->cookie || !count_records(&r, s->cookie, &rec))
+			continue;
+		if (r.rec[rec].nr && r.rec[rec].ips[0] == c->exit_ret)
+			in_exit++;
+		if (rec > exit_at && !late++)
+			snprintf(msg, sizeof(msg),
+				 "cookie %#llx: record %zu, PERF_RECORD_EXIT %zu",
+				 (unsigned long long)s->cookie, rec, exit_at);
+	}
+	EXPECT_EQ(0, late)
+		TH_LOG("want records before PERF_RECORD_EXIT, %d after (%s)",
+		       late, msg);
+	TH_LOG("%d samples of the child, %d of them in its exit_group() stay",
+	       st.samples, in_exit);
+
+	close_ring(&r);
+	free_shared_chain(c);
+}
+
+struct range {
+	unsigned long start, end;
+};
+
+/* The executable mappings of pid. */
+static int exec_ranges(pid_t pid, struct range *rg, int max)
+{
+	char path[64], line[512], perms[8];
+	unsigned long s, e;
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (n < max && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &s, &e, perms) == 3 && perms[2] == 'x') {
+			rg[n].start = s;
+			rg[n++].end = e;
+		}
+	fclose(f);
+	return n;
+}
+
+static bool in_ranges(__u64 ip, const struct range *rg, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (ip >= rg[i].start && ip < rg[i].end)
+			return true;
+	return false;
+}
+
+static bool aslr_on(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/randomize_va_space", "r");
+	int v = 1;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 1;
+		fclose(f);
+	}
+	return v != 0;
+}
+
+/* Wait for "go" with a raw system call: no libc code while sampled. */
+static __attribute__((noipa)) void wait_go(int fd)
+{
+	unsigned long ip;
+	char x;
+
+	raw_syscall(ip, __NR_read, fd, &x, 1, 0, 0, 0);
+}
+
+#define ENV_STRINGS	512
+#define ENV_LEN		2048
+
+/*
+ * One child that runs the chain and then execs /bin/true with 1 MiB of
+ * environment (a long stay before the point of no return). Returns the
+ * number of records of the exec stay under an old-image cookie.
+ */
+static int exec_once(struct __test_metadata *_metadata, bool aslr)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
+	int bad_before = 0, bad_reuse = 0, bad_orphan = 0, exec_stay = 0;
+	char msg[3][160] = { "", "", "" };
+	int go[2], ready[2], nr_old, status;
+	size_t i, j, comm_at = SIZE_MAX;
+	struct range old[64];
+	struct chain *c;
+	struct ring r;
+	pid_t child;
+	char x;
+
+	c = shared_chain(_metadata, 50);
+	c->end = CHAIN_EXEC;
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(ready));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		char *argv[2];
+		char **envp = calloc(ENV_STRINGS + 1, sizeof(*envp));
+
+		for (i = 0; envp && i < ENV_STRINGS; i++) {
+			envp[i] = malloc(ENV_LEN);
+			if (!envp[i])
+				_exit(126);
+			snprintf(envp[i], ENV_LEN, "V%zu=", i);
+			memset(envp[i] + strlen(envp[i]), 'x',
+			       ENV_LEN - strlen(envp[i]) - 1);
+			envp[i][ENV_LEN - 1] = 0;
+		}
+		if (!envp || write(ready[1], "r", 1) != 1)
+			_exit(126);
+		c->exec_path = "/bin/true";
+		argv[0] = "true";
+		argv[1] = NULL;
+		c->exec_argv = argv;
+		c->exec_envp = envp;
+		wait_go(go[0]);
+		c->deadline = ring_now() + RUN_SECONDS / 2;
+		chain_run(c);
+		_exit(125);
+	}
+	close(go[0]);
+	close(ready[1]);
+	ASSERT_EQ(1, read(ready[0], &x, 1));
+	nr_old = exec_ranges(child, old, 64);
+	ASSERT_LT(0, nr_old);
+
+	attr.disabled = 0;
+	attr.comm = 1;
+	attr.comm_exec = 1;
+	attr.task = 1;
+	open_ring(_metadata, &r, &attr, child, -1, DATA_PAGES);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	status = follow_child(&r, c, child);
+	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
+	ASSERT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x: expected /bin/true to exit 0", status);
+
+	for (i = 0; i < r.nr_rec && comm_at == SIZE_MAX; i++)
+		if (r.rec[i].type == PERF_RECORD_COMM &&
+		    (r.rec[i].misc & PERF_RECORD_MISC_COMM_EXEC) &&
+		    r.rec[i].tid == (__u32)child)
+			comm_at = i;
+	ASSERT_NE(SIZE_MAX, comm_at) TH_LOG("no PERF_RECORD_COMM of the exec");
+
+	check_cookies(_metadata, &r, child, RECORD_AFTER);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *rr = &r.rec[i];
+		bool old_image, sampled_before = false;
+
+		if (rr->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
+		    rr->tid != (__u32)child || !rr->nr)
+			continue;
+		if (rr->ips[0] == c->exec_ret)
+			exec_stay++;
+		/* Written before the new image exists: it is the old one. */
+		if (i < comm_at && !in_ranges(rr->ips[0], old, nr_old) &&
+		    !bad_before++)
+			snprintf(msg[0], sizeof(msg[0]),
+				 "record %zu, cookie %#llx: ips[0] %#llx",
+				 i, (unsigned long long)rr->cookie,
+				 (unsigned long long)rr->ips[0]);
+		old_image = aslr ? in_ranges(rr->ips[0], old, nr_old) :
+			    rr->ips[0] == c->exec_ret || rr->ips[0] == c->expect[0];
+		if (!old_image)
+			continue;
+		for (j = 0; j < r.nr_rec; j++) {
+			const struct ring_record *s = &r.rec[j];
+
+			if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)child ||
+			    s->cookie != rr->cookie)
+				continue;
+			if (j < comm_at)
+				sampled_before = true;
+			else if (!bad_reuse++)
+				snprintf(msg[1], sizeof(msg[1]),
+					 "cookie %#llx: old-image ips[0] %#llx, sample %zu after the exec at %zu",
+					 (unsigned long long)rr->cookie,
+					 (unsigned long long)rr->ips[0], j, comm_at);
+		}
+		if (i > comm_at && !sampled_before && !bad_orphan++)
+			snprintf(msg[2], sizeof(msg[2]),
+				 "record %zu, cookie %#llx: ips[0] %#llx",
+				 i, (unsigned long long)rr->cookie,
+				 (unsigned long long)rr->ips[0]);
+	}
+	EXPECT_EQ(0, bad_before)
+		TH_LOG("want old image in records before exec, %d not (%s)",
+		       bad_before, msg[0]);
+	EXPECT_EQ(0, bad_reuse)
+		TH_LOG("want no sample after exec with an old cookie, %d (%s)",
+		       bad_reuse, msg[1]);
+	EXPECT_EQ(0, bad_orphan)
+		TH_LOG("want old-image records only for pre-exec cookies, %d not (%s)",
+		       bad_orphan, msg[2]);
+
+	close_ring(&r);
+	close(go[1]);
+	close(ready[0]);
+	free_shared_chain(c);
+	return exec_stay;
+}
+
+TEST(exec_keeps_images_apart)
+{
+	bool aslr = aslr_on();
+	int attempt, exec_stay = 0;
+
+	if (access("/bin/true", X_OK))
+		SKIP(return, "no /bin/true to exec");
+	for (attempt = 0; attempt < 3 && !exec_stay; attempt++)
+		exec_stay += exec_once(_metadata, aslr);
+	EXPECT_LE(1, exec_stay)
+		TH_LOG("want an execve() stay record (old image) in %d tries, none",
+		       attempt);
+}
+
+TEST_HARNESS_MAIN
