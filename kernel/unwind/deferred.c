@@ -156,7 +156,10 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	idx = srcu_read_lock(&consumers_srcu);
 	list_for_each_entry_srcu(consumer, &consumers, list,
 				 srcu_read_lock_held(&consumers_srcu)) {
-		if (todo & BIT(consumer->slot))
+		/* -1 while being unregistered. */
+		int slot = READ_ONCE(consumer->slot);
+
+		if (slot >= 0 && (todo & BIT(slot)))
 			consumer->func(consumer, &trace, cookie);
 	}
 	srcu_read_unlock(&consumers_srcu, idx);
@@ -218,10 +221,18 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 
 	/*
 	 * The return to user space after an NMI runs no exit work:
-	 * TWA_NMI_CURRENT raises a self-interrupt whose return does.
+	 * TWA_NMI_CURRENT raises a self-interrupt whose return does. The same
+	 * goes for a request with interrupts off, which may come after the
+	 * exit work ran (a tracepoint on the way out): without the interrupt
+	 * the walk would wait for the next kernel entry, another stack.
+	 * Requests come from perf samples taken under raw locks: no
+	 * allocation (KASAN's aux stack) either.
 	 */
-	ret = task_work_add(task, &info->work,
-			    in_nmi() ? TWA_NMI_CURRENT : TWA_RESUME);
+	if (in_nmi() || irqs_disabled())
+		ret = task_work_add(task, &info->work, TWA_NMI_CURRENT);
+	else
+		ret = task_work_add(task, &info->work,
+				    TWA_RESUME | TWAF_NO_ALLOC);
 	if (ret) {
 		unwind_pending_clear(info, bit | UNWIND_QUEUED);
 		*cookie = 0;
@@ -268,6 +279,12 @@ EXPORT_SYMBOL_GPL(unwind_deferred_register);
  *
  * Requests that are pending in tasks are dropped for @consumer; when this
  * returns, none of its callbacks runs any more and @consumer may be freed.
+ *
+ * The tasks' masks are not swept: a consumer that takes the freed slot
+ * later may be called back once, in a stay already under way, for a
+ * request made for @consumer, and may see its own first request in such a
+ * stay answered "already ran". Consumers register once, at boot or module
+ * load, so this stays theoretical; sweeping every task is not worth it.
  */
 void unwind_deferred_unregister(struct unwind_consumer *consumer)
 {
@@ -313,8 +330,17 @@ void unwind_deferred_end_stay(void)
 	 * ending cookie: give it back. An NMI after the clear took a new
 	 * cookie, which stays.
 	 */
-	if (unlikely(READ_ONCE(info->pending)))
-		cmpxchg64(&info->cookie, 0, cookie);
+	if (unlikely(READ_ONCE(info->pending)) &&
+	    !cmpxchg64(&info->cookie, 0, cookie))
+		return;
+
+	/*
+	 * The stay is over: forget what it served and walked, so that its
+	 * cookie, should a CPU's counter wrap round to it, is a new stay.
+	 */
+	WRITE_ONCE(info->served_cookie, 0);
+	if (info->cache)
+		info->cache->cookie = 0;
 }
 
 /**
