@@ -377,7 +377,11 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 	char count_msg[128] = "", tid_msg[128] = "", misc_msg[128] = "";
 	char order_msg[128] = "";
 	__u64 stopped = last_cookie(r, tid);
+	int lost = 0, missing = 0;
 	size_t i, j;
+
+	for (i = 0; i < r->nr_rec; i++)
+		lost += r->rec[i].type == PERF_RECORD_LOST;
 
 	for (i = 0; i < r->nr_rec; i++) {
 		const struct ring_record *s = &r->rec[i];
@@ -424,6 +428,11 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 		n = count_records(r, s->cookie, &rec);
 		if (!n && s->cookie == stopped)
 			continue;
+		/* The buffer overflowed: a missing record may be a lost one. */
+		if (!n && lost) {
+			missing++;
+			continue;
+		}
 		if (n != 1) {
 			if (!bad_count++)
 				snprintf(count_msg, sizeof(count_msg),
@@ -446,6 +455,9 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 				 (unsigned long long)s->cookie, rec, i);
 	}
 
+	if (missing)
+		TH_LOG("%d cookies without a record, with %d PERF_RECORD_LOST in the buffer",
+		       missing, lost);
 	EXPECT_EQ(0, bad_zero)
 		TH_LOG("expected a cookie on every sample of tid %d, %d of %d had 0 (first: %s)",
 		       tid, bad_zero, st.samples, zero_msg);
@@ -1060,13 +1072,6 @@ TEST(inherited_child_records_carry_child_tid)
 	int status, cpu;
 
 	/*
-	 * Known gap, under investigation: in about half of the runs one of
-	 * the child's ~40 cookies has no record, and the child's records do
-	 * not start at its readv(). Skipped, visibly, until understood.
-	 */
-	SKIP(return, "intermittent: a stay of an inherited child can miss its record");
-
-	/*
 	 * An inherited per-task event cannot be mapped unless it is also
 	 * bound to a CPU: pin this process, and so its child, to one.
 	 */
@@ -1078,12 +1083,18 @@ TEST(inherited_child_records_carry_child_tid)
 
 	c = shared_chain(_metadata, WANT_SAMPLES);
 	attr.inherit = 1;
-	open_ring(_metadata, &r, &attr, 0, cpu, DATA_PAGES);
+	open_ring(_metadata, &r, &attr, 0, cpu, 4 * DATA_PAGES);
 	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0));
 
 	child = fork();
 	ASSERT_LE(0, child);
 	if (!child) {
+		/*
+		 * The child's first samples are of its copy-on-write faults,
+		 * counted by the parent when it gets to it: run the chain for
+		 * the whole time instead of up to a number of samples.
+		 */
+		c->want_samples = SIZE_MAX;
 		c->deadline = ring_now() + RUN_SECONDS;
 		chain_run(c);
 		_exit(0);
