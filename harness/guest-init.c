@@ -15,6 +15,7 @@
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 
 static void mount_or_warn(const char *src, const char *dir, const char *type,
 			  unsigned long flags, const char *opts)
@@ -26,6 +27,8 @@ static void mount_or_warn(const char *src, const char *dir, const char *type,
 
 static void power_off(void)
 {
+	/* The serial port sends what the tty holds only after the write. */
+	tcdrain(STDOUT_FILENO);
 	sync();
 	reboot(RB_POWER_OFF);
 	/* Without ACPI power-off, QEMU's -no-reboot turns a reset into an exit. */
