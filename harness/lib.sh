@@ -107,15 +107,23 @@ run_kselftest() {
 }
 
 # Run "perf test" on the tests named and record each result line.
+# A name that matches no test is a failure: a test that vanished (renamed,
+# not built) must not pass by being silent.
 run_perf_test() {
-	local log line desc verdict
+	local log line desc verdict name seen=""
 
 	log=$(mktemp)
-	"$BUILD/perf/perf" test "$@" 2>&1 | tee "$log" || true
+	# perf test finds its shell tests under ./tools/perf/tests/shell, and
+	# they run "perf" from PATH. -v: a failure's output ends in the log.
+	(cd "$TREE" && PATH=$BUILD/perf:$PATH "$BUILD/perf/perf" test -v "$@") 2>&1 |
+		tee "$log" || true
 	while IFS= read -r line; do
+		# A suite of several cases has a line of its own, without verdict.
+		[[ $line =~ ^\ *[0-9]+:\ (.*[^ ])\ *:\ *$ ]] && seen+="${BASH_REMATCH[1]}"$'\n'
 		[[ $line =~ ^\ *[0-9.]+:\ (.*[^ ])\ *:\ (Ok|FAILED!|Skip.*)$ ]] || continue
 		desc=${BASH_REMATCH[1]}
 		verdict=${BASH_REMATCH[2]}
+		seen+="$desc"$'\n'
 		case $verdict in
 		Ok) result PASS "perf test:$desc" ;;
 		FAILED!) result FAIL "perf test:$desc" ;;
@@ -123,4 +131,7 @@ run_perf_test() {
 		esac
 	done <"$log"
 	rm -f "$log"
+	for name in "$@"; do
+		grep -qiF -- "$name" <<<"$seen" || result FAIL "perf test:$name: no such test"
+	done
 }

@@ -1,0 +1,197 @@
+#!/bin/bash
+# perf record --call-graph fp,defer: deferred user callchains
+# SPDX-License-Identifier: GPL-2.0
+#
+# Records the syscallchain workload (a known call chain that lives in a
+# read system call) with fp and with fp,defer, and checks that the joined
+# stacks hold the same user frames, that the join's summary adds up, and
+# that perf report -D, perf script --no-merge-callchains and perf inject
+# show or keep the records.
+
+set -e
+
+err=0
+tmpdir=$(mktemp -d /tmp/__perf_test.deferred.XXXXX)
+chain="syscallchain_mid;syscallchain_top;syscallchain"
+
+cleanup() {
+	rm -rf "${tmpdir}"
+	trap - EXIT TERM INT
+}
+
+# shellcheck disable=SC2317 # called by the trap
+trap_cleanup() {
+	echo "Unexpected signal in ${FUNCNAME[1]}"
+	cleanup
+	exit 1
+}
+trap trap_cleanup EXIT TERM INT
+
+record() {
+	perf record -q -e cpu-clock -F 2000 --call-graph "$1" -o "$2" \
+		-- perf test -w syscallchain 1
+}
+
+# One line per sample that has the workload's chain: its kernel frame count,
+# then its user frames from the innermost to the workload's function.
+user_stacks() {
+	perf script -i "$1" -F ip,sym 2>/dev/null | awk -v RS= '
+	/syscallchain_top/ {
+		n = split($0, lines, "\n"); kernel = 0; user = ""
+		for (i = 1; i <= n; i++) {
+			if (split(lines[i], f, " ") < 2)
+				continue
+			if (f[1] ~ /^ffffffff/) { kernel++; continue }
+			user = user (user == "" ? "" : ";") f[2]
+			if (f[2] == "syscallchain")
+				break
+		}
+		print kernel, user
+	}'
+}
+
+summary() {
+	awk -v name="$2" '$0 ~ "^ *" name ":" { print $NF }' "$1"
+}
+
+if ! record fp,defer "${tmpdir}/probe.data" 2>"${tmpdir}/probe.err" ||
+	! perf evlist -v -i "${tmpdir}/probe.data" | grep -q CALLCHAIN_DEFERRED; then
+	echo "Skip: the kernel cannot defer user callchains"
+	cleanup
+	exit 2
+fi
+
+test_same_user_frames() {
+	echo "Joined stacks hold the same user frames as fp stacks"
+	record fp "${tmpdir}/fp.data"
+	record fp,defer "${tmpdir}/defer.data"
+
+	for mode in fp defer; do
+		user_stacks "${tmpdir}/${mode}.data" > "${tmpdir}/${mode}.stacks"
+		if ! grep -q "^[1-9][0-9]* .*${chain}\$" "${tmpdir}/${mode}.stacks"; then
+			echo "  ${mode}: no kernel-mode sample with the chain ${chain}"
+			err=1
+		fi
+		# Every kernel-mode sample that reaches the chain's top holds all
+		# of it. (A user-mode sample in a prologue misses its caller, with
+		# fp as with defer.)
+		if grep -v "${chain}\$" "${tmpdir}/${mode}.stacks" | grep -q "^[1-9]"; then
+			echo "  ${mode}: broken stacks:"
+			grep -v "${chain}\$" "${tmpdir}/${mode}.stacks" | grep "^[1-9]" |
+				sort | uniq -c | head -5
+			err=1
+		fi
+		# The user frames of kernel-mode samples, most frequent first.
+		awk '$1 > 0 { print $2 }' "${tmpdir}/${mode}.stacks" | sort | uniq -c |
+			sort -rn | awk 'NR == 1 { print $2 }' > "${tmpdir}/${mode}.top"
+	done
+	if ! cmp -s "${tmpdir}/fp.top" "${tmpdir}/defer.top"; then
+		echo "  the usual user stack of a kernel-mode sample differs:"
+		echo "    fp:    $(cat "${tmpdir}/fp.top")"
+		echo "    defer: $(cat "${tmpdir}/defer.top")"
+		err=1
+	fi
+}
+
+test_summary() {
+	echo "The join's summary adds up"
+	perf script -i "${tmpdir}/defer.data" > /dev/null 2> "${tmpdir}/summary"
+	deferred=$(summary "${tmpdir}/summary" "deferred samples")
+	joined=$(summary "${tmpdir}/summary" "joined")
+	unresolved=$(summary "${tmpdir}/summary" "unresolved samples")
+	records=$(summary "${tmpdir}/summary" "records")
+	orphans=$(summary "${tmpdir}/summary" "orphan records")
+	lost=$(summary "${tmpdir}/summary" "lost records")
+	if [ -z "${deferred}" ] || [ "${deferred}" -eq 0 ]; then
+		echo "  no deferred samples in the summary:"
+		cat "${tmpdir}/summary"
+		err=1
+		return
+	fi
+	if [ $((joined + unresolved)) -ne "${deferred}" ]; then
+		echo "  joined ${joined} + unresolved ${unresolved} != deferred ${deferred}"
+		err=1
+	fi
+	if [ "${records}" -eq 0 ] || [ "${orphans}" -gt "${records}" ]; then
+		echo "  records ${records}, orphans ${orphans}"
+		err=1
+	fi
+	if [ "${lost}" -eq 0 ] && [ "${unresolved}" -ne 0 ]; then
+		echo "  ${unresolved} unresolved samples although nothing was lost"
+		err=1
+	fi
+	stats=$(perf report --stats -i "${tmpdir}/defer.data" 2>/dev/null)
+	if [ "$(echo "${stats}" | summary /dev/stdin "deferred samples")" != "${deferred}" ] ||
+		[ "$(echo "${stats}" | summary /dev/stdin "unresolved samples")" != "${unresolved}" ]; then
+		echo "  perf report --stats disagrees with perf script:"
+		echo "${stats}" | grep -A9 "deferred callchains:"
+		err=1
+	fi
+}
+
+test_report_dump() {
+	echo "perf report -D shows the records and the cookies"
+	perf report -D -i "${tmpdir}/defer.data" > "${tmpdir}/dump" 2>/dev/null
+	dumped=$(grep -c "PERF_RECORD_CALLCHAIN_DEFERRED cookie: 0x" "${tmpdir}/dump" || true)
+	counted=$(perf report --stats -i "${tmpdir}/defer.data" 2>/dev/null |
+		awk '/^ *CALLCHAIN_DEFERRED events:/ { print $3; exit }')
+	if [ "${dumped}" -eq 0 ] || [ "${dumped}" != "${counted}" ]; then
+		echo "  ${dumped} records dumped, ${counted} counted"
+		err=1
+	fi
+	if ! grep -q "deferred callchain cookie: 0x[1-9a-f]" "${tmpdir}/dump"; then
+		echo "  no sample shows its cookie"
+		err=1
+	fi
+}
+
+test_no_merge() {
+	echo "perf script --no-merge-callchains shows samples and records apart"
+	perf script --no-merge-callchains -i "${tmpdir}/defer.data" -F comm,tid,event,ip,sym \
+		> "${tmpdir}/raw" 2>&1
+	if ! grep -q "deferred cookie: 0x" "${tmpdir}/raw" ||
+		! grep -q "PERF_RECORD_CALLCHAIN_DEFERRED cookie: 0x" "${tmpdir}/raw"; then
+		echo "  raw view lacks cookies or records"
+		err=1
+	fi
+	if grep -q "deferred callchains:" "${tmpdir}/raw"; then
+		echo "  raw view printed a join summary"
+		err=1
+	fi
+}
+
+test_inject() {
+	echo "perf inject keeps the records, or writes joined fp samples"
+	perf inject -i "${tmpdir}/defer.data" -o "${tmpdir}/kept.data"
+	before=$(perf report --stats -i "${tmpdir}/defer.data" 2>/dev/null |
+		awk '/^ *CALLCHAIN_DEFERRED events:/ { print $3; exit }')
+	after=$(perf report --stats -i "${tmpdir}/kept.data" 2>/dev/null |
+		awk '/^ *CALLCHAIN_DEFERRED events:/ { print $3; exit }')
+	if [ "${before}" != "${after}" ]; then
+		echo "  perf inject kept ${after} of ${before} records"
+		err=1
+	fi
+
+	perf inject --merge-callchains -i "${tmpdir}/defer.data" -o "${tmpdir}/merged.data"
+	if perf evlist -v -i "${tmpdir}/merged.data" | grep -q CALLCHAIN_DEFERRED; then
+		echo "  merged file still asks for deferred callchains"
+		err=1
+	fi
+	# Joined samples come out when their record is read; the merged file
+	# is read in time order: compare the stacks, not their order.
+	user_stacks "${tmpdir}/merged.data" | sort > "${tmpdir}/merged.stacks"
+	sort "${tmpdir}/defer.stacks" > "${tmpdir}/defer.sorted"
+	if ! cmp -s "${tmpdir}/defer.sorted" "${tmpdir}/merged.stacks"; then
+		echo "  merged file's stacks differ from the joined ones"
+		err=1
+	fi
+}
+
+test_same_user_frames
+test_summary
+test_report_dump
+test_no_merge
+test_inject
+
+cleanup
+exit $err
