@@ -2,7 +2,8 @@
 # Deferred user-space callchains for perf: the testbed. Each target runs one
 # script of harness/, which a person can also run by hand.
 
-.PHONY: all check demo tree export patch kernel bench-kernel perf selftests clean
+.PHONY: all check demo tree export patch kernel bench-kernel perf selftests clean \
+	compare-base bench-processing
 
 all: kernel perf selftests
 
@@ -13,6 +14,14 @@ check:
 # The main job: profile the demo workload with --call-graph fp,defer.
 demo:
 	harness/demo
+
+# The base's perf test suite on the base kernel and on ours (long: TCG).
+compare-base:
+	harness/compare-base
+
+# What reading a deferred recording costs next to plain fp (ratios).
+bench-processing:
+	harness/bench-processing
 
 tree:
 	harness/assemble
@@ -36,4 +45,5 @@ selftests: kernel
 	harness/build-selftests
 
 clean:
-	rm -rf build/kernel-test build/kernel-bench build/perf build/selftests build/vm build/demo
+	rm -rf build/kernel-test build/kernel-bench build/kernel-base build/perf build/perf-base \
+		build/selftests build/vm build/demo build/compare build/bench-processing

@@ -24,6 +24,7 @@
 #include <linux/task_work.h>
 #include <linux/unwind_deferred.h>
 #include <linux/unwind_user.h>
+#include <linux/uprobes.h>
 
 /* In unwind_task_info::pending: the task work is queued and has not run. */
 #define UNWIND_QUEUED		BIT(BITS_PER_LONG - 1)
@@ -185,10 +186,29 @@ static void unwind_deferred_work(struct callback_head *head)
  * Return: 0 when the callback is queued (or was already), 1 when the
  * callback already ran in this stay (the same @cookie, nothing queued),
  * -EINVAL for a task that has no user stack to walk (kernel threads, user
- * workers, exiting tasks), -ENOENT for a consumer that is not registered,
- * -ESRCH when the task work could not be queued.
+ * workers, exiting tasks), -EBUSY in a uprobe handler (walk the stack
+ * there), -ENOENT for a consumer that is not registered, -ESRCH when the
+ * task work could not be queued.
  * *@cookie is 0 on error.
  */
+/*
+ * A uprobe handler runs on a kernel stay that returns to the probed
+ * instruction's out-of-line copy. The walk then starts from the probed
+ * address (unwind_user_walk()), but at a function-entry probe, a common
+ * case, the caller's frame is not set up yet and would be missed: the
+ * requester's own walk, from the handler, knows better.
+ */
+static bool in_uprobe_handler(struct task_struct *task)
+{
+#ifdef CONFIG_UPROBES
+	struct uprobe_task *utask = READ_ONCE(task->utask);
+
+	return utask && READ_ONCE(utask->auprobe);
+#else
+	return false;
+#endif
+}
+
 int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 {
 	struct task_struct *task = current;
@@ -203,6 +223,8 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 		return -ENOENT;
 	if (!is_user_task(task) || (task->flags & PF_EXITING))
 		return -EINVAL;
+	if (in_uprobe_handler(task))
+		return -EBUSY;
 
 	bit = BIT(slot);
 	*cookie = unwind_stay_cookie(info);

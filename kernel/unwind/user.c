@@ -60,6 +60,20 @@ static unsigned long unwind_uretprobe_fixup(struct unwind_uretprobe *ur,
 	ur->ri = ur->ri->next;
 	return addr;
 }
+
+/*
+ * After a uprobe's handlers the task returns to user space at the
+ * out-of-line copy of the probed instruction, in the XOL area; the other
+ * registers are still those at the probe, where the walk starts.
+ */
+static unsigned long unwind_user_ip(struct pt_regs *regs)
+{
+	struct uprobe_task *utask = current->utask;
+
+	if (utask && utask->state == UTASK_SSTEP)
+		return utask->vaddr;
+	return instruction_pointer(regs);
+}
 #else
 struct unwind_uretprobe {};
 
@@ -70,6 +84,11 @@ static unsigned long unwind_uretprobe_fixup(struct unwind_uretprobe *ur,
 {
 	return addr;
 }
+
+static unsigned long unwind_user_ip(struct pt_regs *regs)
+{
+	return instruction_pointer(regs);
+}
 #endif
 
 /**
@@ -79,7 +98,8 @@ static unsigned long unwind_uretprobe_fixup(struct unwind_uretprobe *ur,
  *
  * Context: task context of a user task, in the kernel; may fault and sleep.
  *
- * entries[0] is the user IP at kernel entry, then come the return addresses
+ * entries[0] is the user IP at kernel entry (the probed address when the
+ * task is about to single-step a uprobe's copy), then come the return addresses
  * found by following the frame-pointer chain from the user registers saved
  * at kernel entry. A frame is two words, the caller's frame pointer and
  * the return address (asm/unwind_user.h).
@@ -102,7 +122,7 @@ unsigned int unwind_user_walk(unsigned long *entries, unsigned int max)
 	sp = user_stack_pointer(regs);
 	unwind_uretprobe_init(&ur);
 
-	entries[nr++] = instruction_pointer(regs);
+	entries[nr++] = unwind_user_ip(regs);
 	while (nr < max) {
 		/* Above everything walked so far, word aligned, no wrap. */
 		if (fp < sp || fp & (word - 1) || fp + 2 * word < fp)

@@ -28,9 +28,13 @@
 #include <linux/zalloc.h>
 #include <perf/event.h>
 
+#include "callchain.h"
 #include "deferred-callchain.h"
 #include "event.h"
 #include "hashmap.h"
+#include "map_symbol.h"
+#include "sample.h"
+#include "symbol.h"
 
 struct deferred_sample {
 	struct list_head	node;
@@ -326,6 +330,38 @@ struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 		       nr_user * sizeof(u64));
 	}
 	return chain;
+}
+
+/*
+ * A sample whose user part is missing or may be another stay's shows it in
+ * every callchain view (perf report, perf script, flame graphs...): one
+ * frame, outermost, named after what happened.
+ */
+int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
+					   const struct perf_sample *sample)
+{
+	static struct symbol *unresolved, *ambiguous;
+	struct map_symbol ms = { .sym = NULL, };
+	struct symbol **mark;
+	const char *name;
+
+	if (sample->deferred_flags & DEFERRED_CALLCHAIN__UNRESOLVED) {
+		mark = &unresolved;
+		name = "[user stack unresolved]";
+	} else if (sample->deferred_flags & DEFERRED_CALLCHAIN__AMBIGUOUS) {
+		mark = &ambiguous;
+		name = "[user stack ambiguous]";
+	} else {
+		return 0;
+	}
+
+	if (!*mark) {
+		*mark = symbol__new(0, 0, STB_GLOBAL, STT_FUNC, name);
+		if (!*mark)
+			return -ENOMEM;
+	}
+	ms.sym = *mark;
+	return callchain_cursor_append(cursor, 0, &ms, false, NULL, 0, 0, 0, NULL);
 }
 
 size_t deferred_callchain_stats__fprintf(const struct deferred_callchain_stats *stats,

@@ -7,8 +7,10 @@
 #include <linux/types.h>
 
 union perf_event;
-struct ip_callchain;
+struct callchain_cursor;
 struct hashmap;
+struct ip_callchain;
+struct perf_sample;
 
 /*
  * Samples of events with PERF_SAMPLE_CALLCHAIN_DEFERRED carry the kernel
@@ -74,6 +76,9 @@ int deferred_callchains__flush(struct deferred_callchains *dc);
 
 struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 					      const union perf_event *record);
+
+int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
+					   const struct perf_sample *sample);
 
 size_t deferred_callchain_stats__fprintf(const struct deferred_callchain_stats *stats,
 					 FILE *fp, const char *prefix);

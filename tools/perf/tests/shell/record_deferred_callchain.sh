@@ -187,11 +187,30 @@ test_inject() {
 	fi
 }
 
+test_pipe() {
+	echo "Pipe mode: perf record -o - | perf script -i -"
+	perf record -q -e cpu-clock -F 2000 --call-graph fp,defer -o - \
+		-- perf test -w syscallchain 1 2>/dev/null |
+		perf script -i - -F ip,sym > "${tmpdir}/pipe.out" 2> "${tmpdir}/pipe.summary"
+	deferred=$(summary "${tmpdir}/pipe.summary" "deferred samples")
+	joined=$(summary "${tmpdir}/pipe.summary" "joined")
+	if [ -z "${deferred}" ] || [ "${deferred}" -eq 0 ] || [ "${joined}" -eq 0 ]; then
+		echo "  nothing deferred or joined through the pipe:"
+		cat "${tmpdir}/pipe.summary"
+		err=1
+	fi
+	if ! grep -q syscallchain_top "${tmpdir}/pipe.out"; then
+		echo "  no joined user stack through the pipe"
+		err=1
+	fi
+}
+
 test_same_user_frames
 test_summary
 test_report_dump
 test_no_merge
 test_inject
+test_pipe
 
 cleanup
 exit $err
