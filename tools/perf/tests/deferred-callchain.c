@@ -267,17 +267,19 @@ struct engine {
 static const char engine_path[] = "engine";
 
 static int engine__deliver(struct deferred_callchains *dc, union perf_event *event,
-			   const union perf_event *record, unsigned int flags,
-			   u64 file_offset, const char *file_path)
+			   struct perf_sample *parsed, const union perf_event *record,
+			   unsigned int flags, u64 file_offset, const char *file_path)
 {
 	struct engine *e = dc->priv;
 	struct ip_callchain *joined = NULL;
-	struct perf_sample sample;
+	struct perf_sample sample = *parsed;
 	struct delivered *d;
 
 	if (e->nr == MAX_DELIVERED || file_path != engine_path)
 		return -EINVAL;
-	if (evsel__parse_sample(e->evsel, event, &sample))
+	/* the sample handed over must be the event's own, parsed once */
+	if ((void *)sample.callchain < (void *)event ||
+	    (void *)sample.callchain >= (void *)event + event->header.size)
 		return -EINVAL;
 
 	d = &e->delivered[e->nr++];
@@ -311,10 +313,12 @@ static int engine__sample(struct engine *e, u32 tid, u64 time, u64 cookie,
 {
 	union perf_event buf;
 	union perf_event *event = sample__build(&buf, tid, time, cookie, kernel);
+	struct perf_sample sample;
 
-	if (!event)
+	if (!event || evsel__parse_sample(e->evsel, event, &sample))
 		return -EINVAL;
-	return deferred_callchains__sample(&e->dc, event, tid, cookie,
+	return deferred_callchains__sample(&e->dc, event, &sample,
+					   e->evsel->core.attr.read_format,
 					   sample_offset(time), engine_path);
 }
 
@@ -678,11 +682,14 @@ static int copies(struct engine *e)
 		{ 3, JOINED | BACKWARD, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
 	};
 	union perf_event sample_buf, record_buf;
+	struct perf_sample sample;
 	union perf_event *event;
 
 	event = sample__build(&sample_buf, TID1, 1, COOKIE1, &kernel_a);
 	TEST_ASSERT_VAL("sample", event);
-	ENGINE_OK(deferred_callchains__sample(&e->dc, event, TID1, COOKIE1,
+	TEST_ASSERT_VAL("parse", !evsel__parse_sample(e->evsel, event, &sample));
+	ENGINE_OK(deferred_callchains__sample(&e->dc, event, &sample,
+					      e->evsel->core.attr.read_format,
 					      sample_offset(1), engine_path));
 	/* what a reader does with its buffer: the next event goes there */
 	memset(&sample_buf, 0xff, sizeof(sample_buf));
@@ -954,23 +961,6 @@ struct session_test {
 	struct deferred_callchain_stats	stats;
 };
 
-static int session_test__attr(const struct perf_tool *tool, union perf_event *event,
-			      struct evlist **pevlist)
-{
-	struct session_test *st = container_of(tool, struct session_test, tool);
-	int err = perf_event__process_attr(tool, event, pevlist);
-
-	/*
-	 * perf_event__process_attr() leaves needs_swap unset on the evsels it
-	 * adds, so in a byte-swapped pipe pid and tid come out exchanged and
-	 * the join keys on the pid (a bug of the pipe reader, not of the join).
-	 * Set it as the perf.data header reader does.
-	 */
-	if (!err && st->session)
-		evlist__last(*pevlist)->needs_swap = st->session->header.needs_swap;
-	return err;
-}
-
 static int session_test__sample(const struct perf_tool *tool,
 				union perf_event *event __maybe_unused,
 				struct perf_sample *sample,
@@ -1030,7 +1020,8 @@ static void session_test__init(struct session_test *st, bool merge)
 {
 	memset(st, 0, sizeof(*st));
 	perf_tool__init(&st->tool, /*ordered_events=*/true);
-	st->tool.attr = session_test__attr;
+	/* the session itself tells a byte-swapped pipe's evsels to swap */
+	st->tool.attr = perf_event__process_attr;
 	st->tool.sample = session_test__sample;
 	st->tool.callchain_deferred = session_test__callchain_deferred;
 	st->tool.exit = session_test__exit;
@@ -1184,6 +1175,9 @@ static int session_malformed(struct session_test *st)
 	stream__sample(&s, TID1, 100, COOKIE1, &kernel_a);
 	stream__sample(&s, TID2, 110, COOKIE2, &kernel_c);
 
+	/* a bare header: its sample_id would start before the record */
+	record__build(&buf, PID, TID1, 119, COOKIE1, &stack_a);
+	stream__raw(&s, &buf, sizeof(buf.header));
 	/* truncated: header and cookie, no nr */
 	rec = &record__build(&buf, PID, TID1, 120, COOKIE1, &stack_a)->callchain_deferred;
 	stream__raw(&s, &buf, offsetof(struct perf_record_callchain_deferred, nr));
@@ -1210,7 +1204,7 @@ static int session_malformed(struct session_test *st)
 	TEST_ASSERT_VAL("read", session_test__read(st, stream__close(&s)) == 0);
 	TEST_ASSERT_VAL("samples", delivered__check(st->samples, st->nr_samples,
 						    exp, ARRAY_SIZE(exp)) == TEST_OK);
-	TEST_ASSERT_VAL("malformed", st->stats.malformed == 6);
+	TEST_ASSERT_VAL("malformed", st->stats.malformed == 7);
 	TEST_ASSERT_VAL("records", st->stats.records == 1);
 	TEST_ASSERT_VAL("joined", st->stats.joined == 1);
 	TEST_ASSERT_VAL("unresolved", st->stats.unresolved == 1);

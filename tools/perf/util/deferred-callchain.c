@@ -38,12 +38,13 @@
 
 struct deferred_sample {
 	struct list_head	node;
-	u64			cookie;
 	u64			lost_generation;
 	u64			file_offset;
 	const char		*file_path;
 	/* a copy: the reader reuses the memory of the events it hands out */
 	union perf_event	*event;
+	/* parsed from the original, pointing into the copy */
+	struct perf_sample	sample;
 };
 
 struct deferred_thread {
@@ -123,7 +124,7 @@ static int deliver_waiting(struct deferred_callchains *dc, struct deferred_sampl
 		if (flags & DEFERRED_CALLCHAIN__AMBIGUOUS)
 			dc->stats.ambiguous++;
 	}
-	err = dc->deliver(dc, sample->event, record, flags,
+	err = dc->deliver(dc, sample->event, &sample->sample, record, flags,
 			  sample->file_offset, sample->file_path);
 	list_del_init(&sample->node);
 	free(sample->event);
@@ -144,7 +145,7 @@ static int deferred_thread__resolve(struct deferred_callchains *dc,
 		const union perf_event *joined = NULL;
 		int ret;
 
-		if (record && record->callchain_deferred.cookie == sample->cookie) {
+		if (record && record->callchain_deferred.cookie == sample->sample.deferred_cookie) {
 			flags = DEFERRED_CALLCHAIN__JOINED;
 			if (sample->lost_generation != dc->lost_generation)
 				flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
@@ -157,11 +158,40 @@ static int deferred_thread__resolve(struct deferred_callchains *dc,
 	return err;
 }
 
-int deferred_callchains__sample(struct deferred_callchains *dc,
-				union perf_event *event, u32 tid, u64 cookie,
-				u64 file_offset, const char *file_path)
+/*
+ * The parsed sample points into its event: make it point into the copy.
+ * A group read's values share their place with a single read's id.
+ */
+static void sample__rebase(struct perf_sample *sample, const union perf_event *from,
+			   union perf_event *to, u64 read_format)
 {
-	struct deferred_thread *thread = deferred_thread__findnew(dc, tid);
+	const char *start = (const char *)from;
+	const char *end = start + from->header.size;
+
+#define REBASE(ptr)								\
+	do {									\
+		if ((const char *)(ptr) >= start && (const char *)(ptr) < end)	\
+			(ptr) = (void *)((char *)to + ((const char *)(ptr) - start)); \
+	} while (0)
+	REBASE(sample->raw_data);
+	REBASE(sample->callchain);
+	REBASE(sample->branch_stack);
+	REBASE(sample->branch_stack_cntr);
+	REBASE(sample->user_regs.regs);
+	REBASE(sample->intr_regs.regs);
+	REBASE(sample->user_stack.data);
+	REBASE(sample->aux_sample.data);
+	if (read_format & PERF_FORMAT_GROUP)
+		REBASE(sample->read.group.values);
+#undef REBASE
+}
+
+int deferred_callchains__sample(struct deferred_callchains *dc,
+				union perf_event *event, struct perf_sample *parsed,
+				u64 read_format, u64 file_offset, const char *file_path)
+{
+	struct deferred_thread *thread = deferred_thread__findnew(dc, parsed->tid);
+	u64 cookie = parsed->deferred_cookie;
 	struct deferred_sample *sample;
 
 	if (!thread)
@@ -180,7 +210,7 @@ int deferred_callchains__sample(struct deferred_callchains *dc,
 		dc->stats.backward++;
 		if (flags & DEFERRED_CALLCHAIN__AMBIGUOUS)
 			dc->stats.ambiguous++;
-		return dc->deliver(dc, event, thread->last_record, flags,
+		return dc->deliver(dc, event, parsed, thread->last_record, flags,
 				   file_offset, file_path);
 	}
 
@@ -192,7 +222,8 @@ int deferred_callchains__sample(struct deferred_callchains *dc,
 		free(sample);
 		return -ENOMEM;
 	}
-	sample->cookie = cookie;
+	sample->sample = *parsed;
+	sample__rebase(&sample->sample, event, sample->event, read_format);
 	sample->lost_generation = dc->lost_generation;
 	sample->file_offset = file_offset;
 	sample->file_path = file_path;
@@ -215,7 +246,7 @@ int deferred_callchains__record(struct deferred_callchains *dc,
 	dc->stats.records++;
 
 	list_for_each_entry(sample, &thread->waiting, node) {
-		if (sample->cookie == record->callchain_deferred.cookie) {
+		if (sample->sample.deferred_cookie == record->callchain_deferred.cookie) {
 			served = true;
 			break;
 		}

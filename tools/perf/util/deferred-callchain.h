@@ -40,12 +40,15 @@ struct deferred_callchain_stats {
 struct deferred_callchains;
 
 /*
- * Delivers a sample the join is done with. @record is the record joined
- * with it, NULL when the sample is unresolved; @flags is a mask of
- * DEFERRED_CALLCHAIN__*. @event is only valid during the call.
+ * Delivers a sample the join is done with: @sample, parsed from @event
+ * (once: parsing byte-swaps some fields in place), is the callee's to
+ * change. @record is the record joined with it, NULL when the sample is
+ * unresolved; @flags is a mask of DEFERRED_CALLCHAIN__*. Both are only
+ * valid during the call.
  */
 typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 					     union perf_event *event,
+					     struct perf_sample *sample,
 					     const union perf_event *record,
 					     unsigned int flags,
 					     u64 file_offset,
@@ -66,8 +69,8 @@ int deferred_callchains__init(struct deferred_callchains *dc,
 void deferred_callchains__exit(struct deferred_callchains *dc);
 
 int deferred_callchains__sample(struct deferred_callchains *dc,
-				union perf_event *event, u32 tid, u64 cookie,
-				u64 file_offset, const char *file_path);
+				union perf_event *event, struct perf_sample *sample,
+				u64 read_format, u64 file_offset, const char *file_path);
 int deferred_callchains__record(struct deferred_callchains *dc,
 				const union perf_event *record, u32 tid);
 void deferred_callchains__lost(struct deferred_callchains *dc, u64 nr_lost);
