@@ -158,6 +158,17 @@ static int deferred_thread__resolve(struct deferred_callchains *dc,
 	return err;
 }
 
+/* A pointer into @from's bytes, moved to the same place in @to. */
+static void *rebase(void *ptr, const union perf_event *from, union perf_event *to)
+{
+	const char *start = (const char *)from;
+	const char *p = ptr;
+
+	if (p < start || p >= start + from->header.size)
+		return ptr;
+	return (char *)to + (p - start);
+}
+
 /*
  * The parsed sample points into its event: make it point into the copy.
  * A group read's values share their place with a single read's id.
@@ -165,25 +176,16 @@ static int deferred_thread__resolve(struct deferred_callchains *dc,
 static void sample__rebase(struct perf_sample *sample, const union perf_event *from,
 			   union perf_event *to, u64 read_format)
 {
-	const char *start = (const char *)from;
-	const char *end = start + from->header.size;
-
-#define REBASE(ptr)								\
-	do {									\
-		if ((const char *)(ptr) >= start && (const char *)(ptr) < end)	\
-			(ptr) = (void *)((char *)to + ((const char *)(ptr) - start)); \
-	} while (0)
-	REBASE(sample->raw_data);
-	REBASE(sample->callchain);
-	REBASE(sample->branch_stack);
-	REBASE(sample->branch_stack_cntr);
-	REBASE(sample->user_regs.regs);
-	REBASE(sample->intr_regs.regs);
-	REBASE(sample->user_stack.data);
-	REBASE(sample->aux_sample.data);
+	sample->raw_data = rebase(sample->raw_data, from, to);
+	sample->callchain = rebase(sample->callchain, from, to);
+	sample->branch_stack = rebase(sample->branch_stack, from, to);
+	sample->branch_stack_cntr = rebase(sample->branch_stack_cntr, from, to);
+	sample->user_regs.regs = rebase(sample->user_regs.regs, from, to);
+	sample->intr_regs.regs = rebase(sample->intr_regs.regs, from, to);
+	sample->user_stack.data = rebase(sample->user_stack.data, from, to);
+	sample->aux_sample.data = rebase(sample->aux_sample.data, from, to);
 	if (read_format & PERF_FORMAT_GROUP)
-		REBASE(sample->read.group.values);
-#undef REBASE
+		sample->read.group.values = rebase(sample->read.group.values, from, to);
 }
 
 int deferred_callchains__sample(struct deferred_callchains *dc,
