@@ -21,14 +21,19 @@
 #include <perf/event.h>
 #include <internal/lib.h>
 
+#include "callchain.h"
 #include "data.h"
 #include "debug.h"
 #include "event.h"
 #include "evlist.h"
 #include "evsel.h"
 #include "header.h"
+#include "machine.h"
+#include "map_symbol.h"
 #include "sample.h"
 #include "session.h"
+#include "symbol.h"
+#include "thread.h"
 #include "tool.h"
 #include "util/deferred-callchain.h"
 #include "util/synthetic-events.h"
@@ -36,6 +41,8 @@
 
 #define SAMPLE_TYPE	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | \
 			 PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_CALLCHAIN_DEFERRED)
+/* As a tracepoint's: the raw data goes between the callchain and the cookie */
+#define RAW_SAMPLE_TYPE	(SAMPLE_TYPE | PERF_SAMPLE_RAW)
 
 /* What sample_id_all appends to other records for SAMPLE_TYPE */
 struct test_sample_id {
@@ -54,6 +61,7 @@ struct test_sample_id {
 
 #define MAX_IPS		16
 #define MAX_DELIVERED	32
+#define MAX_RAW		32
 
 #define KIP1	0xffffffff81000010ULL
 #define KIP2	0xffffffff81000020ULL
@@ -107,6 +115,8 @@ struct delivered {
 	const void	*event;
 	u64		nr;
 	u64		ips[MAX_IPS];
+	u32		raw_size;
+	u8		raw[MAX_RAW];
 };
 
 /* What a test expects a deliver callback to have seen */
@@ -116,8 +126,11 @@ struct expect {
 	struct ips	chain;
 };
 
-static union perf_event *sample__build(union perf_event *event, u32 tid, u64 time,
-				       u64 cookie, const struct ips *kernel)
+/* A sample of @sample_type: with @raw_size bytes of @raw when it has PERF_SAMPLE_RAW. */
+static union perf_event *sample__build_raw(union perf_event *event, u64 sample_type,
+					   u32 tid, u64 time, u64 cookie,
+					   const struct ips *kernel,
+					   const void *raw, u32 raw_size)
 {
 	u64 chain[1 + MAX_IPS] = { kernel->nr, };
 	struct perf_sample sample = {
@@ -126,14 +139,19 @@ static union perf_event *sample__build(union perf_event *event, u32 tid, u64 tim
 		.tid	= tid,
 		.time	= time,
 		.callchain = (struct ip_callchain *)chain,
+		.raw_data = (void *)raw,
+		.raw_size = raw_size,
 		.deferred_cookie = cookie,
 	};
 	size_t size;
 
 	if (kernel->nr > MAX_IPS)
 		return NULL;
+	/* the u32 size and the data fill whole u64s, as the kernel pads them */
+	if ((sample_type & PERF_SAMPLE_RAW) && (sizeof(u32) + raw_size) % sizeof(u64))
+		return NULL;
 	memcpy(&chain[1], kernel->ips, kernel->nr * sizeof(u64));
-	size = perf_event__sample_event_size(&sample, SAMPLE_TYPE, 0);
+	size = perf_event__sample_event_size(&sample, sample_type, 0);
 	if (size > sizeof(*event))
 		return NULL;
 
@@ -141,9 +159,15 @@ static union perf_event *sample__build(union perf_event *event, u32 tid, u64 tim
 	event->header.type = PERF_RECORD_SAMPLE;
 	event->header.misc = kernel->nr ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
 	event->header.size = size;
-	if (perf_event__synthesize_sample(event, SAMPLE_TYPE, 0, &sample))
+	if (perf_event__synthesize_sample(event, sample_type, 0, &sample))
 		return NULL;
 	return event;
+}
+
+static union perf_event *sample__build(union perf_event *event, u32 tid, u64 time,
+				       u64 cookie, const struct ips *kernel)
+{
+	return sample__build_raw(event, SAMPLE_TYPE, tid, time, cookie, kernel, NULL, 0);
 }
 
 static void sample_id__put(void *p, u32 pid, u32 tid, u64 time)
@@ -721,6 +745,7 @@ struct stream {
 	int	fd;
 	bool	swap;	/* write in the other byte order */
 	bool	failed;
+	u64	sample_type;
 };
 
 static u8 bitrev8(u8 byte)
@@ -776,7 +801,7 @@ static void u64s__to_foreign(u64 *words, size_t nr)
 }
 
 /* Rewrites one of the events built here field by field in the other byte order. */
-static void event__to_foreign(union perf_event *event)
+static void event__to_foreign(union perf_event *event, u64 sample_type)
 {
 	u64 *words = (u64 *)(&event->header + 1);
 	size_t nr = (event->header.size - sizeof(event->header)) / sizeof(u64);
@@ -792,12 +817,28 @@ static void event__to_foreign(union perf_event *event)
 		attr__to_foreign(&event->attr.attr);
 		break;
 	}
-	case PERF_RECORD_SAMPLE:
+	case PERF_RECORD_SAMPLE: {
 		/* { u64 ip; u32 pid, tid; u64 time; u64 nr, ips[nr]; u64 cookie; } */
+		u64 nr_ips = words[3];
+		u64 *raw = &words[4 + nr_ips];
+		size_t raw_words;
+
 		u64s__to_foreign(&words[0], 1);
 		u32_pair__to_foreign(&words[1]);
-		u64s__to_foreign(&words[2], nr - 2);
+		if (!(sample_type & PERF_SAMPLE_RAW)) {
+			u64s__to_foreign(&words[2], nr - 2);
+			break;
+		}
+		/*
+		 * The raw data comes before the cookie: a u32 size in the
+		 * writer's order, then bytes that have no byte order.
+		 */
+		raw_words = (sizeof(u32) + *(u32 *)raw) / sizeof(u64);
+		u64s__to_foreign(&words[2], 2 + nr_ips);
+		*(u32 *)raw = bswap_32(*(u32 *)raw);
+		u64s__to_foreign(raw + raw_words, nr - (raw - words) - raw_words);
 		break;
+	}
 	case PERF_RECORD_EXIT:
 		event->fork.pid  = bswap_32(event->fork.pid);
 		event->fork.ppid = bswap_32(event->fork.ppid);
@@ -835,12 +876,12 @@ static void stream__put(struct stream *s, union perf_event *event)
 	}
 	size = event->header.size;
 	if (s->swap)
-		event__to_foreign(event);
+		event__to_foreign(event, s->sample_type);
 	stream__write(s, event, size);
 }
 
 /* Starts a pipe stream: the pipe header, then the attr of its one event. */
-static int stream__open(struct stream *s, bool swap)
+static int stream__open_type(struct stream *s, bool swap, u64 sample_type)
 {
 	char path[] = "/tmp/perf-test-deferred-XXXXXX";
 	struct perf_pipe_file_header header = {
@@ -862,6 +903,7 @@ static int stream__open(struct stream *s, bool swap)
 	unlink(path);
 	s->swap = swap;
 	s->failed = false;
+	s->sample_type = sample_type;
 
 	if (swap) {
 		header.magic = bswap_64(header.magic);
@@ -873,7 +915,7 @@ static int stream__open(struct stream *s, bool swap)
 	attr->size = sizeof(*attr);
 	attr->config = PERF_COUNT_SW_CPU_CLOCK;
 	attr->sample_period = 4000;
-	attr->sample_type = SAMPLE_TYPE;
+	attr->sample_type = sample_type;
 	attr->sample_id_all = 1;
 	attr->exclude_hv = 1;
 	attr->sample_max_stack = 127;
@@ -881,6 +923,11 @@ static int stream__open(struct stream *s, bool swap)
 	*(u64 *)perf_record_header_attr_id(&buf) = 1;
 	stream__put(s, &buf);
 	return s->failed ? -EIO : 0;
+}
+
+static int stream__open(struct stream *s, bool swap)
+{
+	return stream__open_type(s, swap, SAMPLE_TYPE);
 }
 
 /* Returns the fd to read the stream from, or -1. */
@@ -980,6 +1027,9 @@ static int session_test__sample(const struct perf_tool *tool,
 	d->cookie = sample->deferred_cookie;
 	d->flags = sample->deferred_flags;
 	delivered__set_chain(d, sample->callchain);
+	d->raw_size = sample->raw_size;
+	if (sample->raw_data)
+		memcpy(d->raw, sample->raw_data, min_t(u32, sample->raw_size, MAX_RAW));
 	return 0;
 }
 
@@ -1153,6 +1203,100 @@ static int test__session_swapped(struct test_suite *test __maybe_unused,
 	return session_test__basic(/*swap=*/true);
 }
 
+/*
+ * The raw data of the sample at @time, as a tracepoint writes it: bytes of
+ * no byte order, a run from the time's low byte so that each sample's are
+ * its own, 9 or 17 of them, zero padded for the u32 size and the data to
+ * fill whole u64s. Returns the size, padding included, as the kernel has it.
+ */
+static u32 raw__fill(u8 *raw, u64 time)
+{
+	u32 len = (time / 10) % 2 ? 17 : 9;
+	u32 size = PERF_ALIGN(sizeof(u32) + len, sizeof(u64)) - sizeof(u32);
+
+	memset(raw, 0, size);
+	for (u32 i = 0; i < len; i++)
+		raw[i] = (u8)(time + i);
+	return size;
+}
+
+static void stream__sample_raw(struct stream *s, u32 tid, u64 time, u64 cookie,
+			       const struct ips *kernel)
+{
+	union perf_event buf;
+	u8 raw[MAX_RAW];
+	u32 raw_size = raw__fill(raw, time);
+
+	stream__put(s, sample__build_raw(&buf, s->sample_type, tid, time, cookie,
+					 kernel, raw, raw_size));
+}
+
+/*
+ * Parsing a sample of a byte-swapped stream swaps its raw data in place,
+ * back to the writer's bytes: the join must hand the tool that sample as it
+ * was parsed, not parse its event again, which swaps the raw data back and
+ * reads a size out of its first bytes.
+ */
+static int session_swapped_raw(struct session_test *st)
+{
+	const struct expect exp[] = {
+		/* not deferred: delivered at once */
+		{ 105, 0, IPS(CTX_K, KIP2, CTX_U, UIP3) },
+		/* waited, then joined with TID1's record */
+		{ 100, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+		{ 120, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
+		/* joined at once */
+		{ 140, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2) },
+		{ 150, JOINED, IPS(CTX_U, UIP3) },
+		/* waited until the end */
+		{ 110, UNRESOLVED, IPS(CTX_K, KIP1) },
+	};
+	struct stream s;
+
+	TEST_ASSERT_VAL("stream", stream__open_type(&s, /*swap=*/true, RAW_SAMPLE_TYPE) == 0);
+	stream__sample_raw(&s, TID1, 100, COOKIE1, &kernel_a);
+	stream__sample_raw(&s, TID2, 105, 0, &kernel_and_user);
+	stream__sample_raw(&s, TID2, 110, COOKIE2, &kernel_c);
+	stream__sample_raw(&s, TID1, 120, COOKIE1, &kernel_b);
+	stream__record(&s, TID1, 130, COOKIE1, &stack_a);
+	stream__sample_raw(&s, TID1, 140, COOKIE1, &kernel_c);
+	stream__sample_raw(&s, TID3, 150, COOKIE3, &user_mode);
+	stream__record(&s, TID3, 160, COOKIE3, &stack_b);
+
+	TEST_ASSERT_VAL("read", session_test__read(st, stream__close(&s)) == 0);
+	TEST_ASSERT_VAL("samples", delivered__check(st->samples, st->nr_samples,
+						    exp, ARRAY_SIZE(exp)) == TEST_OK);
+	for (int i = 0; i < st->nr_samples; i++) {
+		const struct delivered *d = &st->samples[i];
+		u8 raw[MAX_RAW];
+		u32 raw_size = raw__fill(raw, d->time);
+
+		if (d->raw_size == raw_size && !memcmp(d->raw, raw, raw_size))
+			continue;
+		pr_debug("sample at %" PRIu64 ": raw size %u, expected %u\n",
+			 d->time, d->raw_size, raw_size);
+		return TEST_FAIL;
+	}
+	TEST_ASSERT_VAL("joined", st->stats.joined == 4);
+	TEST_ASSERT_VAL("backward", st->stats.backward == 1);
+	TEST_ASSERT_VAL("unresolved", st->stats.unresolved == 1);
+	return TEST_OK;
+}
+
+static int test__session_swapped_raw(struct test_suite *test __maybe_unused,
+				     int subtest __maybe_unused)
+{
+	struct session_test *st = zalloc(sizeof(*st));
+	int ret;
+
+	if (!st)
+		return TEST_FAIL;
+	session_test__init(st, /*merge=*/true);
+	ret = session_swapped_raw(st);
+	free(st);
+	return ret;
+}
+
 static void stream__raw(struct stream *s, union perf_event *buf, u16 size)
 {
 	buf->header.size = size;
@@ -1279,6 +1423,189 @@ static int test__session_merge_off(struct test_suite *test __maybe_unused,
 	return ret;
 }
 
+/*
+ * Callchain views: a sample whose user part is missing or may be another
+ * stay's gets one more frame, outermost, that says so.
+ */
+#define MARK_UNRESOLVED	"[user stack unresolved]"
+#define MARK_AMBIGUOUS	"[user stack ambiguous]"
+
+static void cursor__free(struct callchain_cursor *cursor)
+{
+	struct callchain_cursor_node *node, *next;
+
+	callchain_cursor_reset(cursor);
+	for (node = cursor->first; node; node = next) {
+		next = node->next;
+		free(node);
+	}
+	cursor->first = NULL;
+	cursor->last = &cursor->first;
+}
+
+/*
+ * Checks that @cursor holds frames of the ips in @ips, none resolved, and
+ * @mark, NULL for none, first when @mark_first, else last.
+ */
+static int cursor__check(struct callchain_cursor *cursor, const u64 *ips, u64 nr,
+			 const char *mark, bool mark_first)
+{
+	u64 nr_exp = nr + (mark ? 1 : 0);
+	u64 mark_pos = mark_first ? 0 : nr;
+	struct callchain_cursor_node *node;
+	u64 i = 0;
+
+	if (cursor->nr != nr_exp) {
+		pr_debug("cursor has %" PRIu64 " entries, expected %" PRIu64 "\n",
+			 cursor->nr, nr_exp);
+		return TEST_FAIL;
+	}
+	callchain_cursor_commit(cursor);
+	while ((node = callchain_cursor_current(cursor)) != NULL) {
+		const char *name = node->ms.sym ? node->ms.sym->name : NULL;
+
+		if (mark && cursor->pos == mark_pos) {
+			if (!name || strcmp(name, mark)) {
+				pr_debug("entry %" PRIu64 ": %s, expected %s\n",
+					 cursor->pos, name ?: "no symbol", mark);
+				return TEST_FAIL;
+			}
+		} else if (i == nr || node->ip != ips[i++] || name) {
+			pr_debug("entry %" PRIu64 ": %#" PRIx64 " %s\n", cursor->pos,
+				 node->ip, name ?: "no symbol");
+			return TEST_FAIL;
+		}
+		callchain_cursor_advance(cursor);
+	}
+	return TEST_OK;
+}
+
+static const struct {
+	unsigned int	flags;
+	const char	*mark;
+} deferred_marks[] = {
+	{ UNRESOLVED,			MARK_UNRESOLVED },
+	{ JOINED | AMBIGUOUS,		MARK_AMBIGUOUS },
+	{ JOINED | BACKWARD | AMBIGUOUS,	MARK_AMBIGUOUS },
+	{ JOINED,			NULL },
+	{ JOINED | BACKWARD,		NULL },
+	{ 0,				NULL },
+};
+
+/* callchain_cursor__append_deferred_mark() appends the mark, if any, alone. */
+static int deferred_mark_append(struct callchain_cursor *cursor)
+{
+	static const u64 before[] = { UIP1 };
+
+	for (size_t i = 0; i < ARRAY_SIZE(deferred_marks); i++) {
+		struct perf_sample sample = { .deferred_flags = deferred_marks[i].flags, };
+		struct map_symbol ms = { .sym = NULL, };
+
+		pr_debug("  flags %#x\n", sample.deferred_flags);
+		/* on an empty cursor */
+		callchain_cursor_reset(cursor);
+		TEST_ASSERT_VAL("append", !callchain_cursor__append_deferred_mark(cursor, &sample));
+		TEST_ASSERT_VAL("empty cursor", cursor__check(cursor, NULL, 0,
+							      deferred_marks[i].mark,
+							      false) == TEST_OK);
+		/* after a frame: appended, the frame kept */
+		callchain_cursor_reset(cursor);
+		TEST_ASSERT_VAL("frame", !callchain_cursor_append(cursor, UIP1, &ms, false, NULL,
+								  0, 0, 0, NULL));
+		TEST_ASSERT_VAL("append", !callchain_cursor__append_deferred_mark(cursor, &sample));
+		TEST_ASSERT_VAL("after a frame", cursor__check(cursor, before, 1,
+							       deferred_marks[i].mark,
+							       false) == TEST_OK);
+	}
+	return TEST_OK;
+}
+
+/*
+ * Through __thread__resolve_callchain(), with a thread of no maps: the mark
+ * is the outermost frame, last in callee order and first in caller order.
+ */
+static int deferred_mark_resolve(struct callchain_cursor *cursor)
+{
+	static const u64 joined_ips[] = { KIP1, KIP2, UIP1, UIP2 };
+	static const u64 kernel_ips[] = { KIP1, KIP2 };
+	const struct ips joined = IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2);
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= PERF_COUNT_SW_CPU_CLOCK,
+		.sample_type	= SAMPLE_TYPE,
+	};
+	enum chain_order order = callchain_param.order;
+	struct machines machines;
+	struct thread *thread;
+	struct evsel *evsel;
+	int ret = TEST_FAIL;
+
+	machines__init(&machines);
+	thread = machine__findnew_thread(&machines.host, PID, TID1);
+	evsel = evsel__new(&attr);
+	if (!thread || !evsel)
+		goto out;
+
+	for (int caller = 0; caller < 2; caller++) {
+		callchain_param.order = caller ? ORDER_CALLER : ORDER_CALLEE;
+
+		for (size_t i = 0; i < ARRAY_SIZE(deferred_marks); i++) {
+			unsigned int flags = deferred_marks[i].flags;
+			/* an unresolved sample has its kernel part only */
+			const struct ips *chain = flags & UNRESOLVED ? &kernel_a : &joined;
+			const u64 *ips = flags & UNRESOLVED ? kernel_ips : joined_ips;
+			u64 nr = flags & UNRESOLVED ? ARRAY_SIZE(kernel_ips) :
+						      ARRAY_SIZE(joined_ips);
+			u64 buf[1 + MAX_IPS] = { chain->nr, };
+			struct perf_sample sample = {
+				.ip		= KIP1,
+				.pid		= PID,
+				.tid		= TID1,
+				.callchain	= (struct ip_callchain *)buf,
+				.deferred_flags	= flags,
+			};
+			u64 exp[MAX_IPS];
+
+			memcpy(&buf[1], chain->ips, chain->nr * sizeof(u64));
+			for (u64 j = 0; j < nr; j++)
+				exp[j] = caller ? ips[nr - 1 - j] : ips[j];
+
+			pr_debug("  %s order, flags %#x\n", caller ? "caller" : "callee", flags);
+			if (thread__resolve_callchain(thread, cursor, evsel, &sample, NULL, NULL,
+						      PERF_MAX_STACK_DEPTH)) {
+				pr_debug("thread__resolve_callchain failed\n");
+				goto out;
+			}
+			if (cursor__check(cursor, exp, nr, deferred_marks[i].mark,
+					  /*mark_first=*/caller) != TEST_OK)
+				goto out;
+		}
+	}
+	ret = TEST_OK;
+out:
+	callchain_param.order = order;
+	/* the frames hold references to the thread's maps */
+	callchain_cursor_reset(cursor);
+	evsel__delete(evsel);
+	thread__put(thread);
+	machines__exit(&machines);
+	return ret;
+}
+
+static int test__deferred_mark(struct test_suite *test __maybe_unused,
+			       int subtest __maybe_unused)
+{
+	struct callchain_cursor cursor = { .first = NULL, };
+	int ret;
+
+	cursor.last = &cursor.first;
+	ret = deferred_mark_append(&cursor);
+	if (ret == TEST_OK)
+		ret = deferred_mark_resolve(&cursor);
+	cursor__free(&cursor);
+	return ret;
+}
+
 #define ENGINE_TEST(name)						\
 static int test__##name(struct test_suite *test __maybe_unused,	\
 			int subtest __maybe_unused)			\
@@ -1308,8 +1635,12 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: events are copied", copies),
 	TEST_CASE("Deferred callchain: session, pipe mode", session_pipe),
 	TEST_CASE("Deferred callchain: session, byte-swapped pipe", session_swapped),
+	TEST_CASE("Deferred callchain: session, byte-swapped samples with raw data",
+		  session_swapped_raw),
 	TEST_CASE("Deferred callchain: session, malformed records", session_malformed),
 	TEST_CASE("Deferred callchain: session, merge off", session_merge_off),
+	TEST_CASE("Deferred callchain: a mark for unresolved and ambiguous stacks",
+		  deferred_mark),
 	{ .name = NULL, }
 };
 
