@@ -117,6 +117,10 @@ struct delivered {
 	u64		ips[MAX_IPS];
 	u32		raw_size;
 	u8		raw[MAX_RAW];
+	/* the session's: the sample's period and id, the index of its evsel */
+	u64		period;
+	u64		id;
+	int		evsel_idx;
 };
 
 /* What a test expects a deliver callback to have seen */
@@ -126,32 +130,28 @@ struct expect {
 	struct ips	chain;
 };
 
-/* A sample of @sample_type: with @raw_size bytes of @raw when it has PERF_SAMPLE_RAW. */
-static union perf_event *sample__build_raw(union perf_event *event, u64 sample_type,
-					   u32 tid, u64 time, u64 cookie,
-					   const struct ips *kernel,
-					   const void *raw, u32 raw_size)
+/*
+ * A sample of @sample_type and @read_format: the fields of @sample that it
+ * has (tid, time, cookie, raw and read data, id), with pid PID and the
+ * chain @kernel.
+ */
+static union perf_event *sample__synthesize(union perf_event *event, u64 sample_type,
+					    u64 read_format, struct perf_sample *sample,
+					    const struct ips *kernel)
 {
 	u64 chain[1 + MAX_IPS] = { kernel->nr, };
-	struct perf_sample sample = {
-		.ip	= kernel->nr > 1 ? kernel->ips[1] : UIP0,
-		.pid	= PID,
-		.tid	= tid,
-		.time	= time,
-		.callchain = (struct ip_callchain *)chain,
-		.raw_data = (void *)raw,
-		.raw_size = raw_size,
-		.deferred_cookie = cookie,
-	};
 	size_t size;
 
 	if (kernel->nr > MAX_IPS)
 		return NULL;
 	/* the u32 size and the data fill whole u64s, as the kernel pads them */
-	if ((sample_type & PERF_SAMPLE_RAW) && (sizeof(u32) + raw_size) % sizeof(u64))
+	if ((sample_type & PERF_SAMPLE_RAW) && (sizeof(u32) + sample->raw_size) % sizeof(u64))
 		return NULL;
 	memcpy(&chain[1], kernel->ips, kernel->nr * sizeof(u64));
-	size = perf_event__sample_event_size(&sample, sample_type, 0);
+	sample->ip = kernel->nr > 1 ? kernel->ips[1] : UIP0;
+	sample->pid = PID;
+	sample->callchain = (struct ip_callchain *)chain;
+	size = perf_event__sample_event_size(sample, sample_type, read_format);
 	if (size > sizeof(*event))
 		return NULL;
 
@@ -159,9 +159,26 @@ static union perf_event *sample__build_raw(union perf_event *event, u64 sample_t
 	event->header.type = PERF_RECORD_SAMPLE;
 	event->header.misc = kernel->nr ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
 	event->header.size = size;
-	if (perf_event__synthesize_sample(event, sample_type, 0, &sample))
+	if (perf_event__synthesize_sample(event, sample_type, read_format, sample))
 		return NULL;
 	return event;
+}
+
+/* A sample of @sample_type: with @raw_size bytes of @raw when it has PERF_SAMPLE_RAW. */
+static union perf_event *sample__build_raw(union perf_event *event, u64 sample_type,
+					   u32 tid, u64 time, u64 cookie,
+					   const struct ips *kernel,
+					   const void *raw, u32 raw_size)
+{
+	struct perf_sample sample = {
+		.tid	= tid,
+		.time	= time,
+		.raw_data = (void *)raw,
+		.raw_size = raw_size,
+		.deferred_cookie = cookie,
+	};
+
+	return sample__synthesize(event, sample_type, 0, &sample, kernel);
 }
 
 static union perf_event *sample__build(union perf_event *event, u32 tid, u64 time,
@@ -880,14 +897,9 @@ static void stream__put(struct stream *s, union perf_event *event)
 	stream__write(s, event, size);
 }
 
-/* Starts a pipe stream: the pipe header, then the attr of its one event. */
-static int stream__open_type(struct stream *s, bool swap, u64 sample_type)
+/* The attr of an event of the stream's sample type, with its one id. */
+static void stream__attr(struct stream *s, u64 read_format, u64 id)
 {
-	char path[] = "/tmp/perf-test-deferred-XXXXXX";
-	struct perf_pipe_file_header header = {
-		.magic	= PERF_MAGIC2,
-		.size	= sizeof(header),
-	};
 	union perf_event buf = {
 		.header = {
 			.type = PERF_RECORD_HEADER_ATTR,
@@ -896,6 +908,30 @@ static int stream__open_type(struct stream *s, bool swap, u64 sample_type)
 		},
 	};
 	struct perf_event_attr *attr = &buf.attr.attr;
+
+	attr->type = PERF_TYPE_SOFTWARE;
+	attr->size = sizeof(*attr);
+	attr->config = PERF_COUNT_SW_CPU_CLOCK;
+	attr->sample_period = 4000;
+	attr->sample_type = s->sample_type;
+	attr->read_format = read_format;
+	attr->sample_id_all = 1;
+	attr->exclude_hv = 1;
+	attr->sample_max_stack = 127;
+	/* one id, as perf record writes it: the session maps it to this event */
+	*(u64 *)perf_record_header_attr_id(&buf) = id;
+	stream__put(s, &buf);
+}
+
+/* Starts a pipe stream: the pipe header, then the attrs of events of these @ids. */
+static int stream__open_events(struct stream *s, bool swap, u64 sample_type,
+			       u64 read_format, const u64 *ids, int nr_ids)
+{
+	char path[] = "/tmp/perf-test-deferred-XXXXXX";
+	struct perf_pipe_file_header header = {
+		.magic	= PERF_MAGIC2,
+		.size	= sizeof(header),
+	};
 
 	s->fd = mkstemp(path);
 	if (s->fd < 0)
@@ -911,18 +947,17 @@ static int stream__open_type(struct stream *s, bool swap, u64 sample_type)
 	}
 	stream__write(s, &header, sizeof(header));
 
-	attr->type = PERF_TYPE_SOFTWARE;
-	attr->size = sizeof(*attr);
-	attr->config = PERF_COUNT_SW_CPU_CLOCK;
-	attr->sample_period = 4000;
-	attr->sample_type = sample_type;
-	attr->sample_id_all = 1;
-	attr->exclude_hv = 1;
-	attr->sample_max_stack = 127;
-	/* one id, as perf record writes it */
-	*(u64 *)perf_record_header_attr_id(&buf) = 1;
-	stream__put(s, &buf);
+	for (int i = 0; i < nr_ids; i++)
+		stream__attr(s, read_format, ids[i]);
 	return s->failed ? -EIO : 0;
+}
+
+/* Starts a pipe stream: the pipe header, then the attr of its one event. */
+static int stream__open_type(struct stream *s, bool swap, u64 sample_type)
+{
+	static const u64 id = 1;
+
+	return stream__open_events(s, swap, sample_type, /*read_format=*/0, &id, 1);
 }
 
 static int stream__open(struct stream *s, bool swap)
@@ -1011,7 +1046,7 @@ struct session_test {
 static int session_test__sample(const struct perf_tool *tool,
 				union perf_event *event __maybe_unused,
 				struct perf_sample *sample,
-				struct evsel *evsel __maybe_unused,
+				struct evsel *evsel,
 				struct machine *machine __maybe_unused)
 {
 	struct session_test *st = container_of(tool, struct session_test, tool);
@@ -1030,6 +1065,9 @@ static int session_test__sample(const struct perf_tool *tool,
 	d->raw_size = sample->raw_size;
 	if (sample->raw_data)
 		memcpy(d->raw, sample->raw_data, min_t(u32, sample->raw_size, MAX_RAW));
+	d->period = sample->period;
+	d->id = sample->id;
+	d->evsel_idx = evsel->core.idx;
 	return 0;
 }
 
@@ -1424,6 +1462,168 @@ static int test__session_merge_off(struct test_suite *test __maybe_unused,
 }
 
 /*
+ * PERF_SAMPLE_READ: a sample's period is its counter's value less the
+ * counter's value in the sample before, of any thread. A sample that waits
+ * for its record is delivered after later samples: it must take its
+ * periods when it comes, in time order, not when it is delivered.
+ */
+#define READ_SAMPLE_TYPE	(SAMPLE_TYPE | PERF_SAMPLE_READ | PERF_SAMPLE_IDENTIFIER)
+#define READ_MAX_COUNTERS	2
+
+/* the leader's id first: the samples are the leader's */
+static const u64 read_ids[READ_MAX_COUNTERS] = { 0x101, 0x102 };
+
+struct read_sample {
+	u32		tid;
+	u64		time;
+	u64		cookie;
+	const struct ips *kernel;
+	u64		values[READ_MAX_COUNTERS];	/* of the counters of read_ids */
+};
+
+static void stream__sample_read(struct stream *s, u64 read_format, int nr_counters,
+				const struct read_sample *rs)
+{
+	/* { value, id } per counter: PERF_FORMAT_ID without PERF_FORMAT_LOST */
+	u64 values[2 * READ_MAX_COUNTERS];
+	struct perf_sample sample = {
+		.tid	= rs->tid,
+		.time	= rs->time,
+		.id	= read_ids[0],
+		.deferred_cookie = rs->cookie,
+	};
+	union perf_event buf;
+
+	if (nr_counters > READ_MAX_COUNTERS || (read_format & PERF_FORMAT_LOST)) {
+		s->failed = true;
+		return;
+	}
+	for (int i = 0; i < nr_counters; i++) {
+		values[2 * i] = rs->values[i];
+		values[2 * i + 1] = read_ids[i];
+	}
+	if (read_format & PERF_FORMAT_GROUP) {
+		sample.read.group.nr = nr_counters;
+		sample.read.group.values = (struct sample_read_value *)values;
+	} else {
+		sample.read.one.value = rs->values[0];
+		sample.read.one.id = read_ids[0];
+	}
+	stream__put(s, sample__synthesize(&buf, s->sample_type, read_format, &sample,
+					  rs->kernel));
+}
+
+/* A record whose sample_id ends in the id PERF_SAMPLE_IDENTIFIER adds. */
+static void stream__record_id(struct stream *s, u32 tid, u64 time, u64 cookie,
+			      const struct ips *stack, u64 id)
+{
+	union perf_event buf;
+	union perf_event *event = record__build(&buf, PID, tid, time, cookie, stack);
+
+	if (event && event->header.size + sizeof(u64) <= sizeof(*event)) {
+		memcpy((void *)event + event->header.size, &id, sizeof(id));
+		event->header.size += sizeof(u64);
+	} else {
+		event = NULL;
+	}
+	stream__put(s, event);
+}
+
+static int session_read_periods(struct session_test *st, u64 read_format, int nr_counters)
+{
+	static const struct read_sample samples[] = {
+		/* A: waits for TID1's record */
+		{ TID1, 100, COOKIE1, &kernel_a, { 1000, 400 } },
+		/* B: nothing deferred, delivered at once, before A */
+		{ TID2, 110, 0, &kernel_and_user, { 3000, 1000 } },
+		/* TID1's record comes at 120 */
+		/* C: joined at once with it */
+		{ TID1, 130, COOKIE1, &kernel_c, { 3500, 1300 } },
+	};
+	/* in the order of delivery: the periods are the differences in time order */
+	const struct {
+		int		sample;
+		unsigned int	flags;
+		struct ips	chain;
+		u64		periods[READ_MAX_COUNTERS];
+	} exp[] = {
+		{ 1, 0, IPS(CTX_K, KIP2, CTX_U, UIP3), { 3000 - 1000, 1000 - 400 } },
+		{ 0, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2), { 1000, 400 } },
+		{ 2, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2),
+		  { 3500 - 3000, 1300 - 1000 } },
+	};
+	struct stream s;
+
+	TEST_ASSERT_VAL("stream", stream__open_events(&s, /*swap=*/false, READ_SAMPLE_TYPE,
+						      read_format, read_ids,
+						      nr_counters) == 0);
+	stream__sample_read(&s, read_format, nr_counters, &samples[0]);
+	stream__sample_read(&s, read_format, nr_counters, &samples[1]);
+	stream__record_id(&s, TID1, 120, COOKIE1, &stack_a, read_ids[0]);
+	stream__sample_read(&s, read_format, nr_counters, &samples[2]);
+	TEST_ASSERT_VAL("read", session_test__read(st, stream__close(&s)) == 0);
+
+	/* one delivery per counter of each sample */
+	if (st->nr_samples != (int)ARRAY_SIZE(exp) * nr_counters) {
+		pr_debug("delivered %d samples, expected %d\n", st->nr_samples,
+			 (int)ARRAY_SIZE(exp) * nr_counters);
+		return TEST_FAIL;
+	}
+	for (int i = 0; i < st->nr_samples; i++) {
+		const struct read_sample *rs = &samples[exp[i / nr_counters].sample];
+		unsigned int flags = exp[i / nr_counters].flags;
+		u64 period = exp[i / nr_counters].periods[i % nr_counters];
+		u64 value = rs->values[i % nr_counters];
+		const struct delivered *d = &st->samples[i];
+
+		pr_debug("  delivery %d: time %" PRIu64 " tid %u id %#" PRIx64 " evsel %d period %"
+			 PRIu64 ", expected time %" PRIu64 " period %" PRIu64 "\n", i, d->time,
+			 d->tid, d->id, d->evsel_idx, d->period, rs->time, period);
+		TEST_ASSERT_VAL("delivery order", d->time == rs->time && d->tid == rs->tid);
+		TEST_ASSERT_VAL("flags", d->flags == flags);
+		TEST_ASSERT_VAL("chain", chain__equal(d, &exp[i / nr_counters].chain));
+		/* each value's id is its event's, as the attrs' ids say */
+		TEST_ASSERT_VAL("id", d->id == read_ids[i % nr_counters]);
+		TEST_ASSERT_VAL("evsel", d->evsel_idx == i % nr_counters);
+		TEST_ASSERT_VAL("no period larger than the value", d->period <= value);
+		TEST_ASSERT_VAL("period in time order", d->period == period);
+	}
+	TEST_ASSERT_VAL("deferred", st->stats.deferred == 2);
+	TEST_ASSERT_VAL("joined", st->stats.joined == 2);
+	TEST_ASSERT_VAL("backward", st->stats.backward == 1);
+	TEST_ASSERT_VAL("unresolved", st->stats.unresolved == 0);
+	TEST_ASSERT_VAL("records", st->nr_records == 1 && st->record_cookies[0] == COOKIE1);
+	return TEST_OK;
+}
+
+/* With one counter, then with a group of two */
+static int test__session_read_periods(struct test_suite *test __maybe_unused,
+				      int subtest __maybe_unused)
+{
+	static const struct {
+		u64	read_format;
+		int	nr_counters;
+	} variants[] = {
+		{ PERF_FORMAT_ID, 1 },
+		{ PERF_FORMAT_ID | PERF_FORMAT_GROUP, 2 },
+	};
+	struct session_test *st = zalloc(sizeof(*st));
+	int ret = TEST_OK;
+
+	if (!st)
+		return TEST_FAIL;
+	for (size_t i = 0; i < ARRAY_SIZE(variants) && ret == TEST_OK; i++) {
+		pr_debug("read_format %#" PRIx64 ", %d counters\n", variants[i].read_format,
+			 variants[i].nr_counters);
+		session_test__init(st, /*merge=*/true);
+		ret = session_read_periods(st, variants[i].read_format,
+					   variants[i].nr_counters);
+	}
+	free(st);
+	return ret;
+}
+
+/*
  * Callchain views: a sample whose user part is missing or may be another
  * stay's gets one more frame, outermost, that says so.
  */
@@ -1639,6 +1839,8 @@ static struct test_case tests__deferred_callchain[] = {
 		  session_swapped_raw),
 	TEST_CASE("Deferred callchain: session, malformed records", session_malformed),
 	TEST_CASE("Deferred callchain: session, merge off", session_merge_off),
+	TEST_CASE("Deferred callchain: session, PERF_SAMPLE_READ periods in time order",
+		  session_read_periods),
 	TEST_CASE("Deferred callchain: a mark for unresolved and ambiguous stacks",
 		  deferred_mark),
 	{ .name = NULL, }

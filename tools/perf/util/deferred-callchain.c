@@ -321,6 +321,7 @@ static void deferred_thread__free(struct deferred_thread *thread)
 	struct deferred_sample *sample, *tmp;
 
 	list_for_each_entry_safe(sample, tmp, &thread->waiting, node) {
+		free(sample->sample.read_periods);
 		free(sample->event);
 		free(sample);
 	}

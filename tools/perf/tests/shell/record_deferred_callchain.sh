@@ -185,6 +185,17 @@ test_inject() {
 		echo "  merged file's stacks differ from the joined ones"
 		err=1
 	fi
+	# Everything else of every sample is kept too.
+	for data in defer merged; do
+		perf script -i "${tmpdir}/${data}.data" -F tid,time,period,ip,sym 2>/dev/null |
+			awk -v RS= '{ gsub(/\n[ \t]*/, " "); print }' | sort > "${tmpdir}/${data}.samples"
+	done
+	if [ "$(wc -l < "${tmpdir}/merged.samples")" -eq 0 ] ||
+		! cmp -s "${tmpdir}/defer.samples" "${tmpdir}/merged.samples"; then
+		echo "  merged file's samples differ from the joined ones:"
+		diff "${tmpdir}/defer.samples" "${tmpdir}/merged.samples" | head -5
+		err=1
+	fi
 }
 
 test_pipe() {
