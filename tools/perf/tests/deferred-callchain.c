@@ -1569,6 +1569,16 @@ static int session_read_periods(struct session_test *st, u64 read_format, int nr
 			 (int)ARRAY_SIZE(exp) * nr_counters);
 		return TEST_FAIL;
 	}
+	/* all of them first: a failure shows what came after too */
+	for (int i = 0; i < st->nr_samples; i++) {
+		const struct read_sample *rs = &samples[exp[i / nr_counters].sample];
+		const struct delivered *d = &st->samples[i];
+
+		pr_debug("  delivery %d: time %" PRIu64 " tid %u id %#" PRIx64 " evsel %d period %"
+			 PRIu64 ", expected time %" PRIu64 " period %" PRIu64 "\n", i, d->time,
+			 d->tid, d->id, d->evsel_idx, d->period, rs->time,
+			 exp[i / nr_counters].periods[i % nr_counters]);
+	}
 	for (int i = 0; i < st->nr_samples; i++) {
 		const struct read_sample *rs = &samples[exp[i / nr_counters].sample];
 		unsigned int flags = exp[i / nr_counters].flags;
@@ -1576,9 +1586,6 @@ static int session_read_periods(struct session_test *st, u64 read_format, int nr
 		u64 value = rs->values[i % nr_counters];
 		const struct delivered *d = &st->samples[i];
 
-		pr_debug("  delivery %d: time %" PRIu64 " tid %u id %#" PRIx64 " evsel %d period %"
-			 PRIu64 ", expected time %" PRIu64 " period %" PRIu64 "\n", i, d->time,
-			 d->tid, d->id, d->evsel_idx, d->period, rs->time, period);
 		TEST_ASSERT_VAL("delivery order", d->time == rs->time && d->tid == rs->tid);
 		TEST_ASSERT_VAL("flags", d->flags == flags);
 		TEST_ASSERT_VAL("chain", chain__equal(d, &exp[i / nr_counters].chain));
@@ -1612,12 +1619,13 @@ static int test__session_read_periods(struct test_suite *test __maybe_unused,
 
 	if (!st)
 		return TEST_FAIL;
-	for (size_t i = 0; i < ARRAY_SIZE(variants) && ret == TEST_OK; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(variants); i++) {
 		pr_debug("read_format %#" PRIx64 ", %d counters\n", variants[i].read_format,
 			 variants[i].nr_counters);
 		session_test__init(st, /*merge=*/true);
-		ret = session_read_periods(st, variants[i].read_format,
-					   variants[i].nr_counters);
+		if (session_read_periods(st, variants[i].read_format,
+					 variants[i].nr_counters) != TEST_OK)
+			ret = TEST_FAIL;
 	}
 	free(st);
 	return ret;
