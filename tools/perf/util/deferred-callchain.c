@@ -127,6 +127,7 @@ static int deliver_waiting(struct deferred_callchains *dc, struct deferred_sampl
 	err = dc->deliver(dc, sample->event, &sample->sample, record, flags,
 			  sample->file_offset, sample->file_path);
 	list_del_init(&sample->node);
+	dc->nr_waiting--;
 	free(sample->event);
 	free(sample);
 	return err;
@@ -230,6 +231,7 @@ int deferred_callchains__sample(struct deferred_callchains *dc,
 	sample->file_offset = file_offset;
 	sample->file_path = file_path;
 	list_add_tail(&sample->node, &thread->waiting);
+	dc->nr_waiting++;
 	return 0;
 }
 

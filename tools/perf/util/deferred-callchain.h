@@ -59,6 +59,8 @@ struct deferred_callchains {
 	struct hashmap			*threads;
 	/* bumped by every lost-record report: joins across it are ambiguous */
 	u64				lost_generation;
+	/* samples waiting for their record */
+	u64				nr_waiting;
 	struct deferred_callchain_stats	stats;
 	deferred_callchain_deliver_fn	deliver;
 	void				*priv;
