@@ -171,6 +171,24 @@ static void unwind_deferred_work(struct callback_head *head)
 	unwind_deferred_run(container_of(head, struct unwind_task_info, work));
 }
 
+/*
+ * A uprobe handler runs on a kernel stay that returns to the probed
+ * instruction's out-of-line copy. The walk then starts from the probed
+ * address (unwind_user_walk()), but at a function-entry probe, a common
+ * case, the caller's frame is not set up yet and would be missed: the
+ * requester's own walk, from the handler, knows better.
+ */
+static bool in_uprobe_handler(struct task_struct *task)
+{
+#ifdef CONFIG_UPROBES
+	struct uprobe_task *utask = READ_ONCE(task->utask);
+
+	return utask && READ_ONCE(utask->auprobe);
+#else
+	return false;
+#endif
+}
+
 /**
  * unwind_deferred_request - ask for the current task's user stack
  * @consumer:	a registered consumer
@@ -191,24 +209,6 @@ static void unwind_deferred_work(struct callback_head *head)
  * task work could not be queued.
  * *@cookie is 0 on error.
  */
-/*
- * A uprobe handler runs on a kernel stay that returns to the probed
- * instruction's out-of-line copy. The walk then starts from the probed
- * address (unwind_user_walk()), but at a function-entry probe, a common
- * case, the caller's frame is not set up yet and would be missed: the
- * requester's own walk, from the handler, knows better.
- */
-static bool in_uprobe_handler(struct task_struct *task)
-{
-#ifdef CONFIG_UPROBES
-	struct uprobe_task *utask = READ_ONCE(task->utask);
-
-	return utask && READ_ONCE(utask->auprobe);
-#else
-	return false;
-#endif
-}
-
 int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 {
 	struct task_struct *task = current;
