@@ -69,10 +69,11 @@ static unsigned long unwind_uretprobe_fixup(struct unwind_uretprobe *ur,
 static unsigned long unwind_user_ip(struct pt_regs *regs)
 {
 	struct uprobe_task *utask = current->utask;
+	unsigned long ip = instruction_pointer(regs);
 
-	if (utask && utask->state == UTASK_SSTEP)
+	if (utask && utask->active_uprobe && ip == utask->xol_vaddr)
 		return utask->vaddr;
-	return instruction_pointer(regs);
+	return ip;
 }
 #else
 struct unwind_uretprobe {};
@@ -122,7 +123,8 @@ unsigned int unwind_user_walk(unsigned long *entries, unsigned int max)
 	sp = user_stack_pointer(regs);
 	unwind_uretprobe_init(&ur);
 
-	entries[nr++] = unwind_user_ip(regs);
+	/* Interrupted just after returning into a uretprobe trampoline? */
+	entries[nr++] = unwind_uretprobe_fixup(&ur, unwind_user_ip(regs));
 	while (nr < max) {
 		/* Above everything walked so far, word aligned, no wrap. */
 		if (fp < sp || fp & (word - 1) || fp + 2 * word < fp)
