@@ -2043,22 +2043,38 @@ struct probe_calls {
 };
 
 /* Probed on its first instruction: push %rbp (or endbr64). */
+/*
+ * The return addresses are taken on the first call, made before the probe
+ * exists: under a uretprobe, probed_fn's return address is the trampoline.
+ */
 static __attribute__((noipa)) void probed_fn(struct probe_calls *p)
 {
-	p->ret = (unsigned long)__builtin_return_address(0);
+	if (!p->ret)
+		p->ret = (unsigned long)__builtin_return_address(0);
 	p->calls++;
 }
 
 static __attribute__((noipa)) void probe_caller(struct probe_calls *p)
 {
-	p->caller_ret = (unsigned long)__builtin_return_address(0);
+	if (!p->caller_ret)
+		p->caller_ret = (unsigned long)__builtin_return_address(0);
 	probed_fn(p);
 }
 
-/* A uprobe on probed_fn, removed in the teardown. */
+/* One call site for the first call and the probed ones. */
+static __attribute__((noipa)) void call_probed(struct probe_calls *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		probe_caller(p);
+}
+
+/* A uprobe or uretprobe on probed_fn, removed in the teardown. */
 FIXTURE(uprobe) {
 	char tracefs[64];
 	char name[64];		/* group/event */
+	char target[PATH_MAX + 32];	/* exe:offset of probed_fn */
 	bool created;
 	int fd;			/* the event on it */
 	struct ring r;
@@ -2094,7 +2110,7 @@ FIXTURE_SETUP(uprobe)
 	ssize_t len;
 	size_t i;
 	FILE *f;
-	int pos, err;
+	int pos;
 
 	self->fd = -1;
 	for (i = 0; i < ARRAY_SIZE(tracefs); i++) {
@@ -2131,10 +2147,7 @@ FIXTURE_SETUP(uprobe)
 
 	snprintf(self->name, sizeof(self->name), "deferred_test/probe_%d",
 		 getpid());
-	snprintf(cmd, sizeof(cmd), "p:%s %s:%#lx", self->name, exe, off);
-	err = uprobe_command(self->tracefs, cmd);
-	ASSERT_EQ(0, err) TH_LOG("\"%s\": %s", cmd, strerror(err));
-	self->created = true;
+	snprintf(self->target, sizeof(self->target), "%s:%#lx", exe, off);
 }
 
 FIXTURE_TEARDOWN(uprobe)
@@ -2152,6 +2165,50 @@ FIXTURE_TEARDOWN(uprobe)
 	snprintf(cmd, sizeof(cmd), "-:%s", self->name);
 	err = uprobe_command(self->tracefs, cmd);
 	EXPECT_EQ(0, err) TH_LOG("removing the uprobe, \"%s\": %s", cmd, strerror(err));
+}
+
+/*
+ * Create the probe of the given kind ('p' entry, 'r' return) on probed_fn,
+ * open attr on it, and sample PROBE_CALLS calls of probe_caller() into
+ * self->r.
+ */
+static void uprobe_sample(struct __test_metadata *_metadata,
+			  struct _test_data_uprobe *self, char kind,
+			  struct perf_event_attr *attr, struct probe_calls *p)
+{
+	char cmd[PATH_MAX + 128], path[192];
+	unsigned long long id;
+	FILE *f;
+	int err;
+
+	call_probed(p, 1);
+	p->calls = 0;
+
+	snprintf(cmd, sizeof(cmd), "%c:%s %s", kind, self->name, self->target);
+	err = uprobe_command(self->tracefs, cmd);
+	ASSERT_EQ(0, err) TH_LOG("\"%s\": %s", cmd, strerror(err));
+	self->created = true;
+
+	snprintf(path, sizeof(path), "%s/events/%s/id", self->tracefs, self->name);
+	f = fopen(path, "r");
+	ASSERT_NE(NULL, f) TH_LOG("%s: %s", path, strerror(errno));
+	ASSERT_EQ(1, fscanf(f, "%llu", &id));
+	fclose(f);
+	attr->config = id;
+
+	self->fd = perf_open(attr, 0, -1);
+	ASSERT_LE(0, self->fd)
+		TH_LOG("perf_event_open(%s %s): %s",
+		       kind == 'r' ? "uretprobe" : "uprobe", self->name,
+		       strerror(errno));
+	ASSERT_EQ(0, ring_map(&self->r, self->fd, attr, DATA_PAGES))
+		TH_LOG("mmap: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(self->fd, PERF_EVENT_IOC_ENABLE, 0));
+	call_probed(p, PROBE_CALLS);
+	ASSERT_EQ(0, ioctl(self->fd, PERF_EVENT_IOC_DISABLE, 0));
+	ASSERT_EQ(PROBE_CALLS, p->calls);
+	ring_drain(&self->r);
+	EXPECT_EQ(0, self->r.nr_malformed) TH_LOG("malformed: %s", self->r.why);
 }
 
 /*
@@ -2177,36 +2234,16 @@ TEST_F(uprobe, samples_are_not_deferred)
 	struct perf_event_attr clock = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
 	int samples = 0, bad_cookie = 0, bad_user = 0, bad_chain = 0, bad_ip = 0;
 	int records = 0, mine = 0;
-	char chain_msg[200] = "", ip_msg[80] = "", path[192];
+	char chain_msg[200] = "", ip_msg[80] = "";
 	unsigned long fn = (unsigned long)probed_fn;
 	struct probe_calls p = { 0 };
 	pid_t tid = gettid_();
 	struct cookie_stats st;
 	struct ring r, *rp = &r;
-	unsigned long long id;
 	struct chain c;
-	FILE *f;
 	size_t i;
 
-	snprintf(path, sizeof(path), "%s/events/%s/id", self->tracefs, self->name);
-	f = fopen(path, "r");
-	ASSERT_NE(NULL, f) TH_LOG("%s: %s", path, strerror(errno));
-	ASSERT_EQ(1, fscanf(f, "%llu", &id));
-	fclose(f);
-	attr.config = id;
-
-	self->fd = perf_open(&attr, 0, -1);
-	ASSERT_LE(0, self->fd)
-		TH_LOG("perf_event_open(uprobe %s): %s", self->name, strerror(errno));
-	ASSERT_EQ(0, ring_map(&self->r, self->fd, &attr, DATA_PAGES))
-		TH_LOG("mmap: %s", strerror(errno));
-	ASSERT_EQ(0, ioctl(self->fd, PERF_EVENT_IOC_ENABLE, 0));
-	for (i = 0; i < PROBE_CALLS; i++)
-		probe_caller(&p);
-	ASSERT_EQ(0, ioctl(self->fd, PERF_EVENT_IOC_DISABLE, 0));
-	ASSERT_EQ(PROBE_CALLS, p.calls);
-	ring_drain(&self->r);
-	EXPECT_EQ(0, self->r.nr_malformed) TH_LOG("malformed: %s", self->r.why);
+	uprobe_sample(_metadata, self, 'p', &attr, &p);
 
 	for (i = 0; i < self->r.nr_rec; i++) {
 		const struct ring_record *s = &self->r.rec[i];
@@ -2270,6 +2307,118 @@ TEST_F(uprobe, samples_are_not_deferred)
 	check_chain_records(_metadata, &r, tid, &c, CHAIN_DEPTH);
 	close_ring(&r);
 	chain_fini(&c);
+}
+
+/* The [uprobes] mapping, which holds the uretprobe trampoline; 0-0 if none. */
+static void uprobes_area(unsigned long *start, unsigned long *end)
+{
+	char line[PATH_MAX + 128];
+	FILE *f;
+
+	*start = *end = 0;
+	f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "[uprobes]"))
+			continue;
+		if (sscanf(line, "%lx-%lx", start, end) != 2)
+			*start = *end = 0;
+		break;
+	}
+	fclose(f);
+}
+
+/*
+ * Nor is a sample taken in a uretprobe handler deferred: the kernel moves
+ * the user registers to the return address before the handler runs, and
+ * the deferred walk would start from wherever the task is at its return to
+ * user space. perf walks in place (cookie 0), the sample's ip being the
+ * return address in probe_caller, and no trampoline address is left in
+ * the user callchain.
+ */
+TEST_F(uprobe, uretprobe_samples_are_not_deferred)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_TRACEPOINT,
+		.sample_period	= 1,
+		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				  PERF_SAMPLE_CALLCHAIN |
+				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
+		.sample_id_all	= 1,
+		.disabled	= 1,
+	};
+	int samples = 0, bad_cookie = 0, bad_user = 0, bad_chain = 0, bad_ip = 0;
+	int tramp = 0, records = 0, mine = 0;
+	char chain_msg[200] = "", ip_msg[80] = "";
+	unsigned long tramp_start, tramp_end;
+	struct probe_calls p = { 0 };
+	pid_t tid = gettid_();
+	bool seen, in_tramp;
+	size_t i;
+	__u64 k;
+
+	uprobe_sample(_metadata, self, 'r', &attr, &p);
+	uprobes_area(&tramp_start, &tramp_end);
+
+	for (i = 0; i < self->r.nr_rec; i++) {
+		const struct ring_record *s = &self->r.rec[i];
+		const __u64 *ips;
+		__u64 nr;
+
+		if (s->type == PERF_RECORD_CALLCHAIN_DEFERRED) {
+			records++;
+			mine += s->tid == (__u32)tid;
+		}
+		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)tid)
+			continue;
+		samples++;
+		bad_cookie += s->cookie != 0;
+		if (s->ip != p.ret && !bad_ip++)
+			snprintf(ip_msg, sizeof(ip_msg), "ip %#llx",
+				 (unsigned long long)s->ip);
+		if (!inline_user_part(s, &ips, &nr)) {
+			bad_user++;
+			continue;
+		}
+		seen = false;
+		in_tramp = false;
+		for (k = 0; k < nr; k++) {
+			seen |= ips[k] == p.ret;
+			in_tramp |= ips[k] >= tramp_start && ips[k] < tramp_end;
+		}
+		tramp += in_tramp;
+		if (seen && !in_tramp)
+			continue;
+		if (!bad_chain++)
+			snprintf(chain_msg, sizeof(chain_msg),
+				 "%llu user ips: %#llx %#llx %#llx",
+				 (unsigned long long)nr,
+				 nr > 0 ? (unsigned long long)ips[0] : 0ULL,
+				 nr > 1 ? (unsigned long long)ips[1] : 0ULL,
+				 nr > 2 ? (unsigned long long)ips[2] : 0ULL);
+	}
+	EXPECT_EQ(PROBE_CALLS, samples)
+		TH_LOG("expected one sample per return of the probed function, saw %d of %d",
+		       samples, PROBE_CALLS);
+	EXPECT_EQ(0, bad_cookie)
+		TH_LOG("expected cookie 0 on uretprobe samples, %d of %d had one",
+		       bad_cookie, samples);
+	EXPECT_EQ(0, bad_ip)
+		TH_LOG("expected sample ip = return address %#lx, %d differ (first: %s)",
+		       p.ret, bad_ip, ip_msg);
+	EXPECT_EQ(0, bad_user)
+		TH_LOG("want PERF_CONTEXT_USER in uretprobe samples, %d of %d lack it",
+		       bad_user, samples);
+	EXPECT_EQ(0, bad_chain)
+		TH_LOG("want ret %#lx, no [uprobes] %#lx-%#lx ip: %d differ, %d in it (%s)",
+		       p.ret, tramp_start, tramp_end, bad_chain, tramp, chain_msg);
+	EXPECT_EQ(0, mine)
+		TH_LOG("expected no deferred records of this thread, saw %d", mine);
+	EXPECT_EQ(0, records)
+		TH_LOG("expected no deferred records at all, saw %d", records);
 }
 
 TEST_HARNESS_MAIN
