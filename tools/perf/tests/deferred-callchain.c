@@ -1227,6 +1227,20 @@ out:
 	return ret;
 }
 
+/* A session case of its own: @body reads its stream through a fresh session. */
+static int session_test__run(bool merge, int (*body)(struct session_test *st))
+{
+	struct session_test *st = zalloc(sizeof(*st));
+	int ret;
+
+	if (!st)
+		return TEST_FAIL;
+	session_test__init(st, merge);
+	ret = body(st);
+	free(st);
+	return ret;
+}
+
 /* Rules 1, 2, 3 (EXIT and end of data) and 5 through a pipe session */
 static int test__session_pipe(struct test_suite *test __maybe_unused,
 			      int subtest __maybe_unused)
@@ -1322,17 +1336,9 @@ static int session_swapped_raw(struct session_test *st)
 }
 
 static int test__session_swapped_raw(struct test_suite *test __maybe_unused,
-				     int subtest __maybe_unused)
+                                     int subtest __maybe_unused)
 {
-	struct session_test *st = zalloc(sizeof(*st));
-	int ret;
-
-	if (!st)
-		return TEST_FAIL;
-	session_test__init(st, /*merge=*/true);
-	ret = session_swapped_raw(st);
-	free(st);
-	return ret;
+	return session_test__run(/*merge=*/true, session_swapped_raw);
 }
 
 static void stream__raw(struct stream *s, union perf_event *buf, u16 size)
@@ -1399,17 +1405,9 @@ static int session_malformed(struct session_test *st)
 }
 
 static int test__session_malformed(struct test_suite *test __maybe_unused,
-				   int subtest __maybe_unused)
+                                   int subtest __maybe_unused)
 {
-	struct session_test *st = zalloc(sizeof(*st));
-	int ret;
-
-	if (!st)
-		return TEST_FAIL;
-	session_test__init(st, /*merge=*/true);
-	ret = session_malformed(st);
-	free(st);
-	return ret;
+	return session_test__run(/*merge=*/true, session_malformed);
 }
 
 /* Merge off: the raw view, samples with their cookie and records apart. */
@@ -1448,17 +1446,9 @@ static int session_merge_off(struct session_test *st)
 }
 
 static int test__session_merge_off(struct test_suite *test __maybe_unused,
-				   int subtest __maybe_unused)
+                                   int subtest __maybe_unused)
 {
-	struct session_test *st = zalloc(sizeof(*st));
-	int ret;
-
-	if (!st)
-		return TEST_FAIL;
-	session_test__init(st, /*merge=*/false);
-	ret = session_merge_off(st);
-	free(st);
-	return ret;
+	return session_test__run(/*merge=*/false, session_merge_off);
 }
 
 /*
