@@ -1336,7 +1336,7 @@ static int session_swapped_raw(struct session_test *st)
 }
 
 static int test__session_swapped_raw(struct test_suite *test __maybe_unused,
-                                     int subtest __maybe_unused)
+				     int subtest __maybe_unused)
 {
 	return session_test__run(/*merge=*/true, session_swapped_raw);
 }
@@ -1405,7 +1405,7 @@ static int session_malformed(struct session_test *st)
 }
 
 static int test__session_malformed(struct test_suite *test __maybe_unused,
-                                   int subtest __maybe_unused)
+				   int subtest __maybe_unused)
 {
 	return session_test__run(/*merge=*/true, session_malformed);
 }
@@ -1446,7 +1446,7 @@ static int session_merge_off(struct session_test *st)
 }
 
 static int test__session_merge_off(struct test_suite *test __maybe_unused,
-                                   int subtest __maybe_unused)
+				   int subtest __maybe_unused)
 {
 	return session_test__run(/*merge=*/false, session_merge_off);
 }
