@@ -24,11 +24,13 @@
 #include "callchain.h"
 #include "data.h"
 #include "debug.h"
+#include "dso.h"
 #include "event.h"
 #include "evlist.h"
 #include "evsel.h"
 #include "header.h"
 #include "machine.h"
+#include "map.h"
 #include "map_symbol.h"
 #include "sample.h"
 #include "session.h"
@@ -303,6 +305,12 @@ struct engine {
 	struct evsel			*evsel;
 	int				nr;
 	struct delivered		delivered[MAX_DELIVERED];
+	/* the other events handed on, in order: their times */
+	int				nr_other;
+	u64				other_times[MAX_DELIVERED];
+	/* the time of the last event handed on */
+	u64				last_time;
+	bool				out_of_order;
 };
 
 static const char engine_path[] = "engine";
@@ -313,15 +321,34 @@ static int engine__deliver(struct deferred_callchains *dc, union perf_event *eve
 {
 	struct engine *e = dc->priv;
 	struct ip_callchain *joined = NULL;
-	struct perf_sample sample = *parsed;
+	struct perf_sample sample;
 	struct delivered *d;
 
-	if (e->nr == MAX_DELIVERED || file_path != engine_path)
+	if (e->nr == MAX_DELIVERED || e->nr_other == MAX_DELIVERED ||
+	    file_path != engine_path)
 		return -EINVAL;
-	/* the sample handed over must be the event's own, parsed once */
-	if ((void *)sample.callchain < (void *)event ||
-	    (void *)sample.callchain >= (void *)event + event->header.size)
+	if (parsed) {
+		/* the sample handed over must be the event's own */
+		if (event->header.type == PERF_RECORD_SAMPLE &&
+		    ((void *)parsed->callchain < (void *)event ||
+		     (void *)parsed->callchain >= (void *)event + event->header.size))
+			return -EINVAL;
+		sample = *parsed;
+	} else if (evsel__parse_sample(e->evsel, event, &sample)) {
+		/* a held copy, parsed as the session does */
 		return -EINVAL;
+	}
+	/* every event in time order, whatever waited */
+	if (sample.time < e->last_time)
+		e->out_of_order = true;
+	e->last_time = sample.time;
+
+	if (event->header.type != PERF_RECORD_SAMPLE) {
+		if (record || flags)
+			return -EINVAL;
+		e->other_times[e->nr_other++] = sample.time;
+		return 0;
+	}
 
 	d = &e->delivered[e->nr++];
 	d->time = sample.time;
@@ -349,29 +376,46 @@ static u64 sample_offset(u64 time)
 	return time * 64 + 8;
 }
 
-static int engine__sample(struct engine *e, u32 tid, u64 time, u64 cookie,
-			  const struct ips *kernel)
+/* Hands @event to the join as the session does: parsed, in its own buffer. */
+static int engine__event(struct engine *e, union perf_event *event, u64 file_offset)
 {
-	union perf_event buf;
-	union perf_event *event = sample__build(&buf, tid, time, cookie, kernel);
 	struct perf_sample sample;
 
 	if (!event || evsel__parse_sample(e->evsel, event, &sample))
 		return -EINVAL;
-	return deferred_callchains__sample(&e->dc, event, &sample,
-					   e->evsel->core.attr.read_format,
-					   sample_offset(time), engine_path);
+	return deferred_callchains__event(&e->dc, event, &sample, /*copy=*/NULL,
+					  file_offset, engine_path);
+}
+
+static int engine__sample(struct engine *e, u32 tid, u64 time, u64 cookie,
+			  const struct ips *kernel)
+{
+	union perf_event buf;
+
+	return engine__event(e, sample__build(&buf, tid, time, cookie, kernel),
+			     sample_offset(time));
 }
 
 static int engine__record(struct engine *e, u32 tid, u64 time, u64 cookie,
 			  const struct ips *stack)
 {
 	union perf_event buf;
-	union perf_event *event = record__build(&buf, PID, tid, time, cookie, stack);
 
-	if (!event)
-		return -EINVAL;
-	return deferred_callchains__record(&e->dc, event, tid);
+	return engine__event(e, record__build(&buf, PID, tid, time, cookie, stack), 0);
+}
+
+static int engine__exit(struct engine *e, u32 tid, u64 time)
+{
+	union perf_event buf;
+
+	return engine__event(e, exit__build(&buf, tid, time), 0);
+}
+
+static int engine__lost(struct engine *e, u64 time, u64 lost)
+{
+	union perf_event buf;
+
+	return engine__event(e, lost__build(&buf, time, lost), 0);
 }
 
 #define ENGINE_OK(call) TEST_ASSERT_VAL(#call, (call) == 0)
@@ -403,6 +447,9 @@ static int engine__check_invariants(struct engine *e)
 
 	TEST_ASSERT_VAL("flush", deferred_callchains__flush(&e->dc) == 0);
 	TEST_ASSERT_VAL("every deferred sample delivered", stats->deferred == (u64)e->nr);
+	TEST_ASSERT_VAL("nothing held", list_empty(&e->dc.queue) && !e->dc.queued_bytes &&
+			!e->dc.nr_waiting);
+	TEST_ASSERT_VAL("in time order", !e->out_of_order);
 	TEST_ASSERT_VAL("deferred == joined + unresolved",
 			stats->deferred == stats->joined + stats->unresolved);
 	TEST_ASSERT_VAL("backward joins are joins", stats->backward <= stats->joined);
@@ -472,12 +519,15 @@ static int forward_join(struct engine *e)
 	return TEST_OK;
 }
 
-/* Rule 1: nothing comes out before its record; a thread's order is kept. */
+/*
+ * Rule 1: nothing comes out before its record, and everything after a
+ * waiting sample waits behind it: time order is kept.
+ */
 static int samples_wait(struct engine *e)
 {
 	const struct expect exp[] = {
-		{ 2, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP3) },
 		{ 1, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+		{ 2, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP3) },
 		{ 3, JOINED, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2) },
 		{ 4, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
 		{ 5, JOINED, IPS(CTX_U, UIP1, UIP2) },
@@ -488,12 +538,16 @@ static int samples_wait(struct engine *e)
 	ENGINE_OK(engine__sample(e, TID1, 3, COOKIE1, &kernel_c));
 	ENGINE_OK(engine__sample(e, TID1, 4, COOKIE1, &kernel_b));
 	ENGINE_OK(engine__sample(e, TID1, 5, COOKIE1, &user_mode));
-	deferred_callchains__lost(&e->dc, 0);
-	TEST_ASSERT_VAL("nothing delivered yet", e->nr == 0);
+	ENGINE_OK(engine__lost(e, 5, 0));
+	TEST_ASSERT_VAL("nothing delivered yet", e->nr == 0 && e->nr_other == 0);
 
 	ENGINE_OK(engine__record(e, TID2, 6, COOKIE2, &stack_b));
-	TEST_ASSERT_VAL("only the record's thread", e->nr == 1);
+	TEST_ASSERT_VAL("joined, but behind the oldest waiting sample",
+			e->nr == 0 && e->nr_other == 0 && e->dc.nr_waiting == 4);
 	ENGINE_OK(engine__record(e, TID1, 7, COOKIE1, &stack_a));
+	TEST_ASSERT_VAL("the loss and both records after the samples",
+			e->nr_other == 3 && e->other_times[0] == 5 &&
+			e->other_times[1] == 6 && e->other_times[2] == 7);
 
 	/* the loss above makes them ambiguous: check the order on the rest */
 	for (int i = 0; i < e->nr; i++) {
@@ -510,6 +564,7 @@ static int backward_join(struct engine *e)
 	const struct expect exp[] = {
 		{ 1, JOINED | BACKWARD, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
 		{ 2, JOINED | BACKWARD, IPS(CTX_U, UIP1, UIP2) },
+		{ 3, UNRESOLVED, IPS(CTX_K, KIP3) },
 		{ 4, JOINED | BACKWARD, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
 	};
 
@@ -523,14 +578,13 @@ static int backward_join(struct engine *e)
 	/* another cookie waits, and the record does not serve it */
 	ENGINE_OK(engine__sample(e, TID1, 3, COOKIE2, &kernel_b));
 	TEST_ASSERT_VAL("other cookie waits", e->nr == 2);
-	/* the last record still serves its own cookie */
+	/* the last record still serves its own cookie, behind the waiting one */
 	ENGINE_OK(engine__sample(e, TID1, 4, COOKIE1, &kernel_b));
-	TEST_ASSERT_VAL("backward", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
+	TEST_ASSERT_VAL("held behind", e->nr == 2);
 
 	TEST_ASSERT_VAL("backward count", e->dc.stats.backward == 3);
 	TEST_ASSERT_VAL("flush", deferred_callchains__flush(&e->dc) == 0);
-	TEST_ASSERT_VAL("COOKIE2 unresolved", e->nr == 4 && e->delivered[3].time == 3 &&
-			e->delivered[3].flags == UNRESOLVED);
+	TEST_ASSERT_VAL("backward", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
 	TEST_ASSERT_VAL("a record that served is no orphan", e->dc.stats.orphans == 0);
 	return TEST_OK;
 }
@@ -556,11 +610,11 @@ static int unresolved_samples(struct engine *e)
 	TEST_ASSERT_VAL("one record resolves and joins", e->nr == 3);
 
 	ENGINE_OK(engine__sample(e, TID2, 5, COOKIE1, &kernel_c));
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID3));
+	ENGINE_OK(engine__exit(e, TID3, 6));
 	TEST_ASSERT_VAL("another thread's exit", e->nr == 3);
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID2));
+	ENGINE_OK(engine__exit(e, TID2, 6));
 	TEST_ASSERT_VAL("the thread's exit", e->nr == 4);
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID2));
+	ENGINE_OK(engine__exit(e, TID2, 6));
 	TEST_ASSERT_VAL("exit twice", e->nr == 4);
 
 	ENGINE_OK(engine__sample(e, TID3, 7, COOKIE5, &user_mode));
@@ -583,12 +637,12 @@ static int orphan_records(struct engine *e)
 	TEST_ASSERT_VAL("replaced", stats->orphans == 1);
 	/* this one serves a backward join: no orphan on exit */
 	ENGINE_OK(engine__sample(e, TID1, 3, COOKIE2, &kernel_a));
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID1));
+	ENGINE_OK(engine__exit(e, TID1, 3));
 	TEST_ASSERT_VAL("served backward", stats->orphans == 1);
 
 	/* forgotten on exit */
 	ENGINE_OK(engine__record(e, TID2, 4, COOKIE3, &stack_a));
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID2));
+	ENGINE_OK(engine__exit(e, TID2, 4));
 	TEST_ASSERT_VAL("exit", stats->orphans == 2);
 
 	/* served forward, then replaced: no orphan */
@@ -621,25 +675,25 @@ static int ambiguous_joins(struct engine *e)
 
 	/* lost between the sample and the record */
 	ENGINE_OK(engine__sample(e, TID1, 1, COOKIE1, &kernel_a));
-	deferred_callchains__lost(&e->dc, 5);
+	ENGINE_OK(engine__lost(e, 1, 5));
 	ENGINE_OK(engine__record(e, TID1, 2, COOKIE1, &stack_a));
 
 	/* lost between the record and the backward sample */
 	ENGINE_OK(engine__record(e, TID2, 2, COOKIE2, &stack_b));
-	deferred_callchains__lost(&e->dc, 3);
+	ENGINE_OK(engine__lost(e, 2, 3));
 	ENGINE_OK(engine__sample(e, TID2, 2, COOKIE2, &kernel_b));
 
 	/* lost before both */
-	deferred_callchains__lost(&e->dc, 1);
+	ENGINE_OK(engine__lost(e, 3, 1));
 	ENGINE_OK(engine__sample(e, TID3, 3, COOKIE3, &kernel_c));
 	ENGINE_OK(engine__record(e, TID3, 3, COOKIE3, &stack_a));
-	deferred_callchains__lost(&e->dc, 0);
+	ENGINE_OK(engine__lost(e, 4, 0));
 	ENGINE_OK(engine__record(e, TID4, 4, COOKIE4, &stack_b));
 	ENGINE_OK(engine__sample(e, TID4, 4, COOKIE4, &user_mode));
 
 	/* an unresolved sample is not a join, ambiguous or not */
 	ENGINE_OK(engine__sample(e, TID1, 5, COOKIE5, &kernel_b));
-	deferred_callchains__lost(&e->dc, 2);
+	ENGINE_OK(engine__lost(e, 5, 2));
 	ENGINE_OK(engine__record(e, TID1, 6, COOKIE3, &stack_b));
 
 	TEST_ASSERT_VAL("ambiguous", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
@@ -652,28 +706,30 @@ static int ambiguous_joins(struct engine *e)
 static int threads(struct engine *e)
 {
 	const struct expect exp[] = {
-		{ 2, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP3) },
 		{ 1, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+		{ 2, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP3) },
+		{ 4, UNRESOLVED, IPS(CTX_K, KIP1) },
 		{ 5, UNRESOLVED, IPS(CTX_K, KIP1) },
-		{ 3, UNRESOLVED, IPS(CTX_K, KIP1) },
 	};
 
 	ENGINE_OK(engine__sample(e, TID1, 1, COOKIE1, &kernel_a));
 	ENGINE_OK(engine__sample(e, TID2, 2, COOKIE1, &kernel_b));
 	ENGINE_OK(engine__record(e, TID2, 3, COOKIE1, &stack_b));
-	TEST_ASSERT_VAL("only TID2 joined", e->nr == 1 && e->delivered[0].tid == TID2);
+	TEST_ASSERT_VAL("TID2 joined, TID1 waits", e->nr == 0 && e->dc.nr_waiting == 1);
 	ENGINE_OK(engine__record(e, TID1, 4, COOKIE1, &stack_a));
-	TEST_ASSERT_VAL("then TID1", e->nr == 2 && e->delivered[1].tid == TID1);
+	TEST_ASSERT_VAL("TID1, then TID2", e->nr == 2 && e->delivered[0].tid == TID1 &&
+			e->delivered[1].tid == TID2);
 
 	/* no backward join with another thread's record */
-	ENGINE_OK(engine__sample(e, TID3, 3, COOKIE1, &kernel_c));
+	ENGINE_OK(engine__sample(e, TID3, 4, COOKIE1, &kernel_c));
 	TEST_ASSERT_VAL("TID3 waits", e->nr == 2);
 	/* nor resolution by another thread's record or exit */
 	ENGINE_OK(engine__sample(e, TID4, 5, COOKIE2, &kernel_c));
 	ENGINE_OK(engine__record(e, TID1, 5, COOKIE3, &stack_b));
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID2));
-	TEST_ASSERT_VAL("still waiting", e->nr == 2);
-	ENGINE_OK(deferred_callchains__thread_exit(&e->dc, TID4));
+	ENGINE_OK(engine__exit(e, TID2, 5));
+	TEST_ASSERT_VAL("still waiting", e->nr == 2 && e->dc.nr_waiting == 2);
+	ENGINE_OK(engine__exit(e, TID4, 5));
+	TEST_ASSERT_VAL("TID4 resolved, behind TID3", e->nr == 2 && e->dc.nr_waiting == 1);
 	ENGINE_OK(deferred_callchains__flush(&e->dc));
 	TEST_ASSERT_VAL("threads", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
 	return TEST_OK;
@@ -687,12 +743,12 @@ static int stats(struct engine *e)
 	ENGINE_OK(engine__sample(e, TID1, 1, COOKIE1, &kernel_a));	/* joined */
 	ENGINE_OK(engine__sample(e, TID1, 2, COOKIE1, &kernel_b));	/* joined */
 	ENGINE_OK(engine__sample(e, TID2, 3, COOKIE2, &kernel_a));	/* unresolved */
-	deferred_callchains__lost(&e->dc, 7);
+	ENGINE_OK(engine__lost(e, 3, 7));
 	ENGINE_OK(engine__record(e, TID1, 4, COOKIE1, &stack_a));	/* served */
 	ENGINE_OK(engine__sample(e, TID1, 5, COOKIE1, &kernel_c));	/* backward */
 	ENGINE_OK(engine__record(e, TID2, 6, COOKIE3, &stack_b));	/* orphan */
 	ENGINE_OK(engine__record(e, TID3, 7, COOKIE4, &stack_b));	/* orphan */
-	deferred_callchains__lost(&e->dc, 4);
+	ENGINE_OK(engine__lost(e, 7, 4));
 	ENGINE_OK(engine__sample(e, TID3, 8, COOKIE4, &user_mode));	/* backward */
 	ENGINE_OK(engine__sample(e, TID4, 9, COOKIE5, &kernel_c));	/* unresolved */
 	ENGINE_OK(deferred_callchains__flush(&e->dc));
@@ -710,7 +766,7 @@ static int stats(struct engine *e)
 	/* TID1's and TID3's records served, TID2's did not */
 	TEST_ASSERT_VAL("records == served + orphans", stats->records == 2 + stats->orphans);
 	TEST_ASSERT_VAL("lost", stats->lost == 11);
-	TEST_ASSERT_VAL("malformed is the session's", stats->malformed == 0);
+	TEST_ASSERT_VAL("malformed", stats->malformed == 0);
 	TEST_ASSERT_VAL("delivered", e->nr == 6);
 	return TEST_OK;
 }
@@ -729,16 +785,15 @@ static int copies(struct engine *e)
 	event = sample__build(&sample_buf, TID1, 1, COOKIE1, &kernel_a);
 	TEST_ASSERT_VAL("sample", event);
 	TEST_ASSERT_VAL("parse", !evsel__parse_sample(e->evsel, event, &sample));
-	ENGINE_OK(deferred_callchains__sample(&e->dc, event, &sample,
-					      e->evsel->core.attr.read_format,
-					      sample_offset(1), engine_path));
+	ENGINE_OK(deferred_callchains__event(&e->dc, event, &sample, /*copy=*/NULL,
+					     sample_offset(1), engine_path));
 	/* what a reader does with its buffer: the next event goes there */
 	memset(&sample_buf, 0xff, sizeof(sample_buf));
 	TEST_ASSERT_VAL("sample", sample__build(&sample_buf, TID2, 2, COOKIE2, &kernel_b));
 
 	event = record__build(&record_buf, PID, TID1, 2, COOKIE1, &stack_a);
 	TEST_ASSERT_VAL("record", event);
-	ENGINE_OK(deferred_callchains__record(&e->dc, event, TID1));
+	ENGINE_OK(engine__event(e, event, 0));
 	TEST_ASSERT_VAL("delivered", e->nr == 1);
 	TEST_ASSERT_VAL("a copy was delivered", e->delivered[0].event != (void *)&sample_buf);
 	/* the record is kept for rule 2: a copy too */
@@ -749,6 +804,52 @@ static int copies(struct engine *e)
 	TEST_ASSERT_VAL("copies", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
 	TEST_ASSERT_VAL("sample fields", e->delivered[0].pid == PID &&
 			e->delivered[0].tid == TID1 && e->delivered[0].cookie == COOKIE1);
+	return TEST_OK;
+}
+
+/*
+ * Memory: a held event costs its bytes and at most 128 more; past the
+ * queue's cap the oldest waiting sample is given up on (unresolved, counted)
+ * and what it held back goes out, in order.
+ */
+static int queue_cap(struct engine *e)
+{
+	const struct expect exp[] = {
+		{ 1, UNRESOLVED, IPS(CTX_K, KIP1, KIP2) },
+		{ 2, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP3) },
+	};
+	const struct deferred_callchain_stats *stats = &e->dc.stats;
+	union perf_event buf;
+	u16 size = sample__build(&buf, TID1, 1, COOKIE1, &kernel_a)->header.size;
+
+	ENGINE_OK(engine__sample(e, TID1, 1, COOKIE1, &kernel_a));
+	TEST_ASSERT_VAL("a held sample costs its bytes plus at most 128",
+			e->dc.queued_bytes >= size && e->dc.queued_bytes <= size + 128u);
+	/* room for that sample alone */
+	e->dc.max_queued_bytes = e->dc.queued_bytes;
+	ENGINE_OK(engine__sample(e, TID2, 2, COOKIE2, &kernel_b));
+	TEST_ASSERT_VAL("the oldest given up on", e->nr == 1 && stats->capped == 1 &&
+			e->dc.nr_waiting == 1);
+	ENGINE_OK(engine__record(e, TID2, 3, COOKIE2, &stack_b));
+	/* its record comes too late: an orphan */
+	ENGINE_OK(engine__record(e, TID1, 4, COOKIE1, &stack_a));
+	ENGINE_OK(deferred_callchains__flush(&e->dc));
+	TEST_ASSERT_VAL("cap", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
+	TEST_ASSERT_VAL("unresolved", stats->unresolved == 1 && stats->orphans == 1);
+	return TEST_OK;
+}
+
+/* Without sample_id_all records have no tid: samples go out at once, unresolved. */
+static int records_without_tid(struct engine *e)
+{
+	const struct expect exp[] = {
+		{ 1, UNRESOLVED, IPS(CTX_K, KIP1, KIP2) },
+	};
+
+	e->dc.records_have_no_tid = true;
+	ENGINE_OK(engine__sample(e, TID1, 1, COOKIE1, &kernel_a));
+	TEST_ASSERT_VAL("at once", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
+	TEST_ASSERT_VAL("nothing held", list_empty(&e->dc.queue));
 	return TEST_OK;
 }
 
@@ -1152,11 +1253,14 @@ static int session_test__read(struct session_test *st, int fd)
 /* What the session makes of stream__basic() with the join on. */
 static int session_test__check_basic(struct session_test *st)
 {
+	/* every sample in time order, whenever its record came */
 	const struct expect exp[] = {
-		/* delivered at once: nothing deferred, the chain as it came */
-		{ 105, 0, IPS(CTX_K, KIP2, CTX_U, UIP3) },
 		/* rule 1, when TID1's record comes */
 		{ 100, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+		/* nothing deferred: the chain as it came */
+		{ 105, 0, IPS(CTX_K, KIP2, CTX_U, UIP3) },
+		/* rule 3: end of data */
+		{ 110, UNRESOLVED, IPS(CTX_K, KIP1) },
 		{ 120, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
 		/* rule 2 */
 		{ 140, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2) },
@@ -1165,12 +1269,10 @@ static int session_test__check_basic(struct session_test *st)
 		{ 170, UNRESOLVED, IPS(CTX_K, KIP1) },
 		/* rule 5 */
 		{ 190, JOINED | AMBIGUOUS, IPS(CTX_K, KIP3, CTX_U, UIP3) },
-		/* rule 3: end of data */
-		{ 110, UNRESOLVED, IPS(CTX_K, KIP1) },
 	};
-	static const u32 tids[] = { TID2, TID1, TID1, TID1, TID3, TID1, TID4, TID2 };
+	static const u32 tids[] = { TID1, TID2, TID2, TID1, TID1, TID3, TID1, TID4 };
 	static const u64 cookies[] = {
-		0, COOKIE1, COOKIE1, COOKIE1, COOKIE3, COOKIE4, COOKIE5, COOKIE2,
+		COOKIE1, 0, COOKIE2, COOKIE1, COOKIE1, COOKIE3, COOKIE4, COOKIE5,
 	};
 	static const u64 record_cookies[] = { COOKIE1, COOKIE3, COOKIE5 };
 	static const u32 record_tids[] = { TID1, TID3, TID4 };
@@ -1285,23 +1387,23 @@ static void stream__sample_raw(struct stream *s, u32 tid, u64 time, u64 cookie,
 
 /*
  * Parsing a sample of a byte-swapped stream swaps its raw data in place,
- * back to the writer's bytes: the join must hand the tool that sample as it
- * was parsed, not parse its event again, which swaps the raw data back and
- * reads a size out of its first bytes.
+ * back to the writer's bytes: what the join holds must be the event as it
+ * came, not as parsed, or parsing it again on its way out swaps the raw data
+ * back and reads a size out of its first bytes.
  */
 static int session_swapped_raw(struct session_test *st)
 {
 	const struct expect exp[] = {
-		/* not deferred: delivered at once */
-		{ 105, 0, IPS(CTX_K, KIP2, CTX_U, UIP3) },
 		/* waited, then joined with TID1's record */
 		{ 100, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
-		{ 120, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
-		/* joined at once */
-		{ 140, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2) },
-		{ 150, JOINED, IPS(CTX_U, UIP3) },
+		/* not deferred, held behind the waiting one */
+		{ 105, 0, IPS(CTX_K, KIP2, CTX_U, UIP3) },
 		/* waited until the end */
 		{ 110, UNRESOLVED, IPS(CTX_K, KIP1) },
+		{ 120, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
+		/* joined at once, held behind */
+		{ 140, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2) },
+		{ 150, JOINED, IPS(CTX_U, UIP3) },
 	};
 	struct stream s;
 
@@ -1524,21 +1626,21 @@ static int session_read_periods(struct session_test *st, u64 read_format, int nr
 	static const struct read_sample samples[] = {
 		/* A: waits for TID1's record */
 		{ TID1, 100, COOKIE1, &kernel_a, { 1000, 400 } },
-		/* B: nothing deferred, delivered at once, before A */
+		/* B: nothing deferred, held behind A */
 		{ TID2, 110, 0, &kernel_and_user, { 3000, 1000 } },
 		/* TID1's record comes at 120 */
 		/* C: joined at once with it */
 		{ TID1, 130, COOKIE1, &kernel_c, { 3500, 1300 } },
 	};
-	/* in the order of delivery: the periods are the differences in time order */
+	/* delivered in time order: the periods are the differences in that order */
 	const struct {
 		int		sample;
 		unsigned int	flags;
 		struct ips	chain;
 		u64		periods[READ_MAX_COUNTERS];
 	} exp[] = {
-		{ 1, 0, IPS(CTX_K, KIP2, CTX_U, UIP3), { 3000 - 1000, 1000 - 400 } },
 		{ 0, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2), { 1000, 400 } },
+		{ 1, 0, IPS(CTX_K, KIP2, CTX_U, UIP3), { 3000 - 1000, 1000 - 400 } },
 		{ 2, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2),
 		  { 3500 - 3000, 1300 - 1000 } },
 	};
@@ -1663,9 +1765,22 @@ static int cursor__check(struct callchain_cursor *cursor, const u64 *ips, u64 nr
 		const char *name = node->ms.sym ? node->ms.sym->name : NULL;
 
 		if (mark && cursor->pos == mark_pos) {
+			struct dso *dso = node->ms.map ? map__dso(node->ms.map) : NULL;
+
 			if (!name || strcmp(name, mark)) {
 				pr_debug("entry %" PRIu64 ": %s, expected %s\n",
 					 cursor->pos, name ?: "no symbol", mark);
+				return TEST_FAIL;
+			}
+			/*
+			 * A frame as every printer and sort key expects one: in
+			 * the thread's maps, in a map of its own, a dso named
+			 * after the mark (so the two marks never merge).
+			 */
+			if (!node->ms.maps || !dso || strcmp(dso__name(dso), mark) ||
+			    map__map_ip(node->ms.map, node->ip) != node->ms.sym->start) {
+				pr_debug("entry %" PRIu64 ": mark %s without its map and dso\n",
+					 cursor->pos, mark);
 				return TEST_FAIL;
 			}
 		} else if (i == nr || node->ip != ips[i++] || name) {
@@ -1694,6 +1809,14 @@ static const struct {
 static int deferred_mark_append(struct callchain_cursor *cursor)
 {
 	static const u64 before[] = { UIP1 };
+	struct machines machines;
+	struct thread *thread;
+	int ret = TEST_FAIL;
+
+	machines__init(&machines);
+	thread = machine__findnew_thread(&machines.host, PID, TID1);
+	if (!thread)
+		goto out;
 
 	for (size_t i = 0; i < ARRAY_SIZE(deferred_marks); i++) {
 		struct perf_sample sample = { .deferred_flags = deferred_marks[i].flags, };
@@ -1702,20 +1825,27 @@ static int deferred_mark_append(struct callchain_cursor *cursor)
 		pr_debug("  flags %#x\n", sample.deferred_flags);
 		/* on an empty cursor */
 		callchain_cursor_reset(cursor);
-		TEST_ASSERT_VAL("append", !callchain_cursor__append_deferred_mark(cursor, &sample));
-		TEST_ASSERT_VAL("empty cursor", cursor__check(cursor, NULL, 0,
-							      deferred_marks[i].mark,
-							      false) == TEST_OK);
+		if (callchain_cursor__append_deferred_mark(cursor, thread, &sample) ||
+		    cursor__check(cursor, NULL, 0, deferred_marks[i].mark, false) != TEST_OK) {
+			pr_debug("the mark alone on an empty cursor\n");
+			goto out;
+		}
 		/* after a frame: appended, the frame kept */
 		callchain_cursor_reset(cursor);
-		TEST_ASSERT_VAL("frame", !callchain_cursor_append(cursor, UIP1, &ms, false, NULL,
-								  0, 0, 0, NULL));
-		TEST_ASSERT_VAL("append", !callchain_cursor__append_deferred_mark(cursor, &sample));
-		TEST_ASSERT_VAL("after a frame", cursor__check(cursor, before, 1,
-							       deferred_marks[i].mark,
-							       false) == TEST_OK);
+		if (callchain_cursor_append(cursor, UIP1, &ms, false, NULL, 0, 0, 0, NULL) ||
+		    callchain_cursor__append_deferred_mark(cursor, thread, &sample) ||
+		    cursor__check(cursor, before, 1, deferred_marks[i].mark, false) != TEST_OK) {
+			pr_debug("the mark after a frame\n");
+			goto out;
+		}
 	}
-	return TEST_OK;
+	ret = TEST_OK;
+out:
+	/* the frames hold references to the thread's maps */
+	callchain_cursor_reset(cursor);
+	thread__put(thread);
+	machines__exit(&machines);
+	return ret;
 }
 
 /*
@@ -1820,10 +1950,12 @@ ENGINE_TEST(ambiguous_joins)
 ENGINE_TEST(threads)
 ENGINE_TEST(stats)
 ENGINE_TEST(copies)
+ENGINE_TEST(queue_cap)
+ENGINE_TEST(records_without_tid)
 
 static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: rule 1, forward join", forward_join),
-	TEST_CASE("Deferred callchain: rule 1, samples wait, in order", samples_wait),
+	TEST_CASE("Deferred callchain: rule 1, samples wait, in time order", samples_wait),
 	TEST_CASE("Deferred callchain: rule 2, backward join", backward_join),
 	TEST_CASE("Deferred callchain: rule 3, unresolved samples", unresolved_samples),
 	TEST_CASE("Deferred callchain: rule 4, orphan records", orphan_records),
@@ -1831,6 +1963,8 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: key is (tid, cookie)", threads),
 	TEST_CASE("Deferred callchain: statistics add up", stats),
 	TEST_CASE("Deferred callchain: events are copied", copies),
+	TEST_CASE("Deferred callchain: the queue's memory cap", queue_cap),
+	TEST_CASE("Deferred callchain: records without tid", records_without_tid),
 	TEST_CASE("Deferred callchain: session, pipe mode", session_pipe),
 	TEST_CASE("Deferred callchain: session, byte-swapped pipe", session_swapped),
 	TEST_CASE("Deferred callchain: session, byte-swapped samples with raw data",

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Joins the samples of events with PERF_SAMPLE_CALLCHAIN_DEFERRED with the
- * PERF_RECORD_CALLCHAIN_DEFERRED that carries their user stack.
+ * PERF_RECORD_CALLCHAIN_DEFERRED that carries their user stack, and hands
+ * every event on in time order.
  *
  * Events come in time order. Per thread we keep the samples waiting for
  * their record and the last record seen:
@@ -13,8 +14,12 @@
  *  - a record that serves no sample is an orphan;
  *  - a join is ambiguous when records were lost between the sample and its
  *    record: lost records come with no tid, so any loss counts.
- * Each sample and each record costs one hash lookup on the tid; only what
- * waits is kept, plus one record per thread until the thread exits.
+ *
+ * A waiting sample holds back every event after it: they queue behind it,
+ * copied, and go out in order as soon as nothing older waits. The queue is
+ * bounded: past its cap the oldest waiting sample is given up on. Each
+ * event costs one hash lookup at most, and a held one its bytes plus one
+ * struct deferred_event.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,26 +35,39 @@
 
 #include "callchain.h"
 #include "deferred-callchain.h"
+#include "dso.h"
 #include "event.h"
 #include "hashmap.h"
+#include "map.h"
 #include "map_symbol.h"
 #include "sample.h"
 #include "symbol.h"
+#include "thread.h"
 
-struct deferred_sample {
-	struct list_head	node;
-	u64			lost_generation;
+u64 deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
+
+/* A record, shared by the thread that saw it last and the samples it joined. */
+struct deferred_record {
+	int			refcnt;
+	union perf_event	event;	/* header.size bytes */
+};
+
+/* An event held in the queue, waiting or behind a waiting sample. */
+struct deferred_event {
+	struct list_head	node;		/* in the queue, in time order */
+	struct list_head	waiting;	/* in its thread's, while it waits */
+	union perf_event	*event;		/* a copy */
+	struct deferred_record	*record;	/* the one it was joined with */
 	u64			file_offset;
 	const char		*file_path;
-	/* a copy: the reader reuses the memory of the events it hands out */
-	union perf_event	*event;
-	/* parsed from the original, pointing into the copy */
-	struct perf_sample	sample;
+	u64			cookie;
+	u64			lost_generation;
+	unsigned int		flags;		/* 0 while it waits */
 };
 
 struct deferred_thread {
 	struct list_head	waiting;
-	union perf_event	*last_record;
+	struct deferred_record	*last_record;
 	u64			last_record_lost_generation;
 	bool			last_record_served;
 };
@@ -73,14 +91,41 @@ int deferred_callchains__init(struct deferred_callchains *dc,
 		dc->threads = NULL;
 		return -ENOMEM;
 	}
+	INIT_LIST_HEAD(&dc->queue);
+	dc->max_queued_bytes = deferred_callchain_queue_size;
 	dc->deliver = deliver;
 	dc->priv = priv;
 	return 0;
 }
 
-static union perf_event *event__dup(const union perf_event *event)
+static struct deferred_record *deferred_record__new(const union perf_event *event)
 {
-	return memdup(event, event->header.size);
+	struct deferred_record *record;
+
+	record = malloc(offsetof(struct deferred_record, event) + event->header.size);
+	if (!record)
+		return NULL;
+	record->refcnt = 1;
+	memcpy(&record->event, event, event->header.size);
+	return record;
+}
+
+static struct deferred_record *deferred_record__get(struct deferred_record *record)
+{
+	if (record)
+		record->refcnt++;
+	return record;
+}
+
+static void deferred_record__put(struct deferred_record *record)
+{
+	if (record && --record->refcnt == 0)
+		free(record);
+}
+
+static const union perf_event *deferred_record__event(const struct deferred_record *record)
+{
+	return record ? &record->event : NULL;
 }
 
 static struct deferred_thread *deferred_thread__findnew(struct deferred_callchains *dc,
@@ -107,14 +152,13 @@ static void deferred_thread__forget_record(struct deferred_callchains *dc,
 {
 	if (thread->last_record && !thread->last_record_served)
 		dc->stats.orphans++;
-	zfree(&thread->last_record);
+	deferred_record__put(thread->last_record);
+	thread->last_record = NULL;
 }
 
-static int deliver_waiting(struct deferred_callchains *dc, struct deferred_sample *sample,
-			   const union perf_event *record, unsigned int flags)
+static unsigned int deferred_callchains__count(struct deferred_callchains *dc,
+					       unsigned int flags)
 {
-	int err;
-
 	if (flags & DEFERRED_CALLCHAIN__UNRESOLVED) {
 		dc->stats.unresolved++;
 	} else {
@@ -124,223 +168,315 @@ static int deliver_waiting(struct deferred_callchains *dc, struct deferred_sampl
 		if (flags & DEFERRED_CALLCHAIN__AMBIGUOUS)
 			dc->stats.ambiguous++;
 	}
-	err = dc->deliver(dc, sample->event, &sample->sample, record, flags,
-			  sample->file_offset, sample->file_path);
-	list_del_init(&sample->node);
-	dc->nr_waiting--;
-	free(sample->event);
-	free(sample);
-	return err;
+	return flags;
 }
 
-/* Delivers the thread's waiting samples: joined with @record, or unresolved. */
-static int deferred_thread__resolve(struct deferred_callchains *dc,
-				    struct deferred_thread *thread,
-				    const union perf_event *record)
+static size_t deferred_event__bytes(const struct deferred_event *held)
 {
-	struct deferred_sample *sample, *tmp;
-	int err = 0;
+	return sizeof(*held) + held->event->header.size;
+}
 
-	list_for_each_entry_safe(sample, tmp, &thread->waiting, node) {
-		unsigned int flags = DEFERRED_CALLCHAIN__UNRESOLVED;
-		const union perf_event *joined = NULL;
-		int ret;
+static void deferred_event__free(struct deferred_event *held)
+{
+	deferred_record__put(held->record);
+	free(held->event);
+	free(held);
+}
 
-		if (record && record->callchain_deferred.cookie == sample->sample.deferred_cookie) {
-			flags = DEFERRED_CALLCHAIN__JOINED;
-			if (sample->lost_generation != dc->lost_generation)
-				flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
-			joined = record;
-		}
-		ret = deliver_waiting(dc, sample, joined, flags);
-		if (ret && !err)
-			err = ret;
+/* Delivers what heads the queue, up to the oldest sample still waiting. */
+static int deferred_callchains__drain(struct deferred_callchains *dc)
+{
+	while (!list_empty(&dc->queue)) {
+		struct deferred_event *held = list_first_entry(&dc->queue,
+							       struct deferred_event, node);
+		int err;
+
+		if (!list_empty(&held->waiting))
+			return 0;
+		list_del(&held->node);
+		dc->queued_bytes -= deferred_event__bytes(held);
+		err = dc->deliver(dc, held->event, /*sample=*/NULL,
+				  deferred_record__event(held->record), held->flags,
+				  held->file_offset, held->file_path);
+		deferred_event__free(held);
+		if (err)
+			return err;
 	}
-	return err;
-}
-
-/* A pointer into @from's bytes, moved to the same place in @to. */
-static void *rebase(void *ptr, const union perf_event *from, union perf_event *to)
-{
-	const char *start = (const char *)from;
-	const char *p = ptr;
-
-	if (p < start || p >= start + from->header.size)
-		return ptr;
-	return (char *)to + (p - start);
-}
-
-/*
- * The parsed sample points into its event: make it point into the copy.
- * A group read's values share their place with a single read's id.
- */
-static void sample__rebase(struct perf_sample *sample, const union perf_event *from,
-			   union perf_event *to, u64 read_format)
-{
-	sample->raw_data = rebase(sample->raw_data, from, to);
-	sample->callchain = rebase(sample->callchain, from, to);
-	sample->branch_stack = rebase(sample->branch_stack, from, to);
-	sample->branch_stack_cntr = rebase(sample->branch_stack_cntr, from, to);
-	sample->user_regs.regs = rebase(sample->user_regs.regs, from, to);
-	sample->intr_regs.regs = rebase(sample->intr_regs.regs, from, to);
-	sample->user_stack.data = rebase(sample->user_stack.data, from, to);
-	sample->aux_sample.data = rebase(sample->aux_sample.data, from, to);
-	if (read_format & PERF_FORMAT_GROUP)
-		sample->read.group.values = rebase(sample->read.group.values, from, to);
-}
-
-int deferred_callchains__sample(struct deferred_callchains *dc,
-				union perf_event *event, struct perf_sample *parsed,
-				u64 read_format, u64 file_offset, const char *file_path)
-{
-	struct deferred_thread *thread = deferred_thread__findnew(dc, parsed->tid);
-	u64 cookie = parsed->deferred_cookie;
-	struct deferred_sample *sample;
-
-	if (!thread)
-		return -ENOMEM;
-
-	dc->stats.deferred++;
-
-	if (thread->last_record &&
-	    thread->last_record->callchain_deferred.cookie == cookie) {
-		unsigned int flags = DEFERRED_CALLCHAIN__JOINED | DEFERRED_CALLCHAIN__BACKWARD;
-
-		if (thread->last_record_lost_generation != dc->lost_generation)
-			flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
-		thread->last_record_served = true;
-		dc->stats.joined++;
-		dc->stats.backward++;
-		if (flags & DEFERRED_CALLCHAIN__AMBIGUOUS)
-			dc->stats.ambiguous++;
-		return dc->deliver(dc, event, parsed, thread->last_record, flags,
-				   file_offset, file_path);
-	}
-
-	sample = zalloc(sizeof(*sample));
-	if (!sample)
-		return -ENOMEM;
-	sample->event = event__dup(event);
-	if (!sample->event) {
-		free(sample);
-		return -ENOMEM;
-	}
-	sample->sample = *parsed;
-	sample__rebase(&sample->sample, event, sample->event, read_format);
-	sample->lost_generation = dc->lost_generation;
-	sample->file_offset = file_offset;
-	sample->file_path = file_path;
-	list_add_tail(&sample->node, &thread->waiting);
-	dc->nr_waiting++;
 	return 0;
 }
 
-int deferred_callchains__record(struct deferred_callchains *dc,
-				const union perf_event *record, u32 tid)
+/* A waiting sample learns its fate: joined with @record, or unresolved. */
+static void deferred_event__resolve(struct deferred_callchains *dc,
+				    struct deferred_event *held,
+				    struct deferred_record *record)
 {
-	struct deferred_thread *thread = deferred_thread__findnew(dc, tid);
-	union perf_event *copy;
+	unsigned int flags = DEFERRED_CALLCHAIN__UNRESOLVED;
+
+	if (record && record->event.callchain_deferred.cookie == held->cookie) {
+		flags = DEFERRED_CALLCHAIN__JOINED;
+		if (held->lost_generation != dc->lost_generation)
+			flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
+		held->record = deferred_record__get(record);
+	}
+	held->flags = deferred_callchains__count(dc, flags);
+	list_del_init(&held->waiting);
+	dc->nr_waiting--;
+}
+
+/* Resolves the thread's waiting samples: joined with @record, or unresolved. */
+static void deferred_thread__resolve(struct deferred_callchains *dc,
+				     struct deferred_thread *thread,
+				     struct deferred_record *record)
+{
+	struct deferred_event *held, *tmp;
+
+	list_for_each_entry_safe(held, tmp, &thread->waiting, waiting)
+		deferred_event__resolve(dc, held, record);
+}
+
+/* Past the cap, the oldest waiting samples are given up on. */
+static int deferred_callchains__trim(struct deferred_callchains *dc)
+{
+	while (dc->queued_bytes > dc->max_queued_bytes && !list_empty(&dc->queue)) {
+		struct deferred_event *held = list_first_entry(&dc->queue,
+							       struct deferred_event, node);
+		int err;
+
+		if (!list_empty(&held->waiting)) {
+			deferred_event__resolve(dc, held, NULL);
+			dc->stats.capped++;
+		}
+		err = deferred_callchains__drain(dc);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Hands the event on: at once when nothing waits, else behind what does,
+ * as a copy (@copy if there is one). Takes @copy and a reference to @record.
+ */
+static int deferred_callchains__pass(struct deferred_callchains *dc,
+				     union perf_event *event, struct perf_sample *sample,
+				     union perf_event *copy, struct deferred_record *record,
+				     unsigned int flags, u64 cookie,
+				     u64 file_offset, const char *file_path,
+				     struct deferred_thread *wait_in)
+{
+	struct deferred_event *held;
+
+	if (list_empty(&dc->queue) && !wait_in) {
+		free(copy);
+		return dc->deliver(dc, event, sample, deferred_record__event(record), flags,
+				   file_offset, file_path);
+	}
+
+	held = malloc(sizeof(*held));
+	if (!held)
+		goto out_free;
+	held->event = copy ?: memdup(event, event->header.size);
+	if (!held->event) {
+		free(held);
+		return -ENOMEM;
+	}
+	held->record = deferred_record__get(record);
+	held->file_offset = file_offset;
+	held->file_path = file_path;
+	held->cookie = cookie;
+	held->lost_generation = dc->lost_generation;
+	held->flags = flags;
+	INIT_LIST_HEAD(&held->waiting);
+	if (wait_in) {
+		list_add_tail(&held->waiting, &wait_in->waiting);
+		dc->nr_waiting++;
+	}
+	list_add_tail(&held->node, &dc->queue);
+	dc->queued_bytes += deferred_event__bytes(held);
+	return deferred_callchains__trim(dc);
+
+out_free:
+	free(copy);
+	return -ENOMEM;
+}
+
+static int deferred_callchains__sample(struct deferred_callchains *dc,
+				       union perf_event *event, struct perf_sample *sample,
+				       union perf_event *copy, u64 file_offset,
+				       const char *file_path)
+{
+	u64 cookie = sample->deferred_cookie;
+	struct deferred_thread *thread;
+	unsigned int flags;
+
+	dc->stats.deferred++;
+
+	/* Without a tid on both sides, no record can ever be this sample's. */
+	if (sample->tid == (u32)-1 || dc->records_have_no_tid) {
+		flags = deferred_callchains__count(dc, DEFERRED_CALLCHAIN__UNRESOLVED);
+		return deferred_callchains__pass(dc, event, sample, copy, NULL, flags, cookie,
+						 file_offset, file_path, NULL);
+	}
+
+	thread = deferred_thread__findnew(dc, sample->tid);
+	if (!thread) {
+		free(copy);
+		return -ENOMEM;
+	}
+
+	if (thread->last_record &&
+	    thread->last_record->event.callchain_deferred.cookie == cookie) {
+		flags = DEFERRED_CALLCHAIN__JOINED | DEFERRED_CALLCHAIN__BACKWARD;
+		if (thread->last_record_lost_generation != dc->lost_generation)
+			flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
+		thread->last_record_served = true;
+		flags = deferred_callchains__count(dc, flags);
+		return deferred_callchains__pass(dc, event, sample, copy, thread->last_record,
+						 flags, cookie, file_offset, file_path, NULL);
+	}
+
+	return deferred_callchains__pass(dc, event, sample, copy, NULL, /*flags=*/0, cookie,
+					 file_offset, file_path, thread);
+}
+
+static int deferred_callchains__record(struct deferred_callchains *dc,
+				       union perf_event *event, struct perf_sample *sample,
+				       union perf_event *copy, u64 file_offset,
+				       const char *file_path)
+{
+	u64 cookie = event->callchain_deferred.cookie;
+	struct deferred_record *record;
+	struct deferred_thread *thread;
+	struct deferred_event *held;
 	bool served = false;
-	struct deferred_sample *sample;
 	int err;
 
-	if (!thread)
-		return -ENOMEM;
+	/* a zero cookie or no sample_id: nothing can join it */
+	if (!cookie || sample->tid == (u32)-1) {
+		dc->stats.malformed++;
+		goto pass;
+	}
 
 	dc->stats.records++;
+	thread = deferred_thread__findnew(dc, sample->tid);
+	record = deferred_record__new(event);
+	if (!thread || !record) {
+		deferred_record__put(record);
+		free(copy);
+		return -ENOMEM;
+	}
 
-	list_for_each_entry(sample, &thread->waiting, node) {
-		if (sample->sample.deferred_cookie == record->callchain_deferred.cookie) {
+	list_for_each_entry(held, &thread->waiting, waiting) {
+		if (held->cookie == cookie) {
 			served = true;
 			break;
 		}
 	}
-
-	copy = event__dup(record);
-	err = deferred_thread__resolve(dc, thread, record);
-
+	deferred_thread__resolve(dc, thread, record);
 	deferred_thread__forget_record(dc, thread);
-	if (!copy) {
-		/* Without a copy, later samples of this stay go unresolved. */
-		if (!served)
-			dc->stats.orphans++;
-		return err ?: -ENOMEM;
-	}
-	thread->last_record = copy;
+	thread->last_record = record;
 	thread->last_record_served = served;
 	thread->last_record_lost_generation = dc->lost_generation;
-	return err;
+pass:
+	err = deferred_callchains__pass(dc, event, sample, copy, NULL, 0, 0,
+					file_offset, file_path, NULL);
+	return err ?: deferred_callchains__drain(dc);
 }
 
-void deferred_callchains__lost(struct deferred_callchains *dc, u64 nr_lost)
+static void deferred_thread__end(struct deferred_callchains *dc,
+				 struct deferred_thread *thread)
 {
-	dc->lost_generation++;
-	dc->stats.lost += nr_lost;
-}
-
-static int deferred_thread__end(struct deferred_callchains *dc,
-				struct deferred_thread *thread)
-{
-	int err = deferred_thread__resolve(dc, thread, NULL);
-
+	deferred_thread__resolve(dc, thread, NULL);
 	deferred_thread__forget_record(dc, thread);
 	free(thread);
-	return err;
 }
 
-int deferred_callchains__thread_exit(struct deferred_callchains *dc, u32 tid)
+static void deferred_callchains__thread_exit(struct deferred_callchains *dc, u32 tid)
 {
 	struct deferred_thread *thread;
 
-	if (!hashmap__delete(dc->threads, tid, NULL, &thread))
-		return 0;
-	return deferred_thread__end(dc, thread);
+	if (hashmap__delete(dc->threads, tid, NULL, &thread))
+		deferred_thread__end(dc, thread);
+}
+
+int deferred_callchains__event(struct deferred_callchains *dc,
+			       union perf_event *event, struct perf_sample *sample,
+			       union perf_event *copy, u64 file_offset,
+			       const char *file_path)
+{
+	int err;
+
+	switch (event->header.type) {
+	case PERF_RECORD_SAMPLE:
+		if (sample->deferred_cookie)
+			return deferred_callchains__sample(dc, event, sample, copy,
+							   file_offset, file_path);
+		break;
+	case PERF_RECORD_CALLCHAIN_DEFERRED:
+		return deferred_callchains__record(dc, event, sample, copy,
+						   file_offset, file_path);
+	case PERF_RECORD_EXIT:
+		/* the thread's waiting samples go out before its exit */
+		deferred_callchains__thread_exit(dc, event->fork.tid);
+		err = deferred_callchains__pass(dc, event, sample, copy, NULL, 0, 0,
+						file_offset, file_path, NULL);
+		return err ?: deferred_callchains__drain(dc);
+	case PERF_RECORD_LOST:
+		dc->lost_generation++;
+		dc->stats.lost += event->lost.lost;
+		break;
+	case PERF_RECORD_LOST_SAMPLES:
+		/*
+		 * Samples a BPF filter dropped on purpose, or perf record's
+		 * totals at the end (no time), say nothing of where records
+		 * went missing.
+		 */
+		if (!(event->header.misc & PERF_RECORD_MISC_LOST_SAMPLES_BPF) &&
+		    sample->time && sample->time != (u64)-1)
+			dc->lost_generation++;
+		break;
+	default:
+		break;
+	}
+	return deferred_callchains__pass(dc, event, sample, copy, NULL, 0, 0,
+					 file_offset, file_path, NULL);
 }
 
 int deferred_callchains__flush(struct deferred_callchains *dc)
 {
 	struct hashmap_entry *entry, *tmp;
 	size_t bkt;
-	int err = 0;
 
 	if (!dc->threads)
 		return 0;
 
 	hashmap__for_each_entry_safe(dc->threads, entry, tmp, bkt) {
 		struct deferred_thread *thread = entry->pvalue;
-		int ret;
 
+		/* frees the entry */
 		hashmap__delete(dc->threads, entry->key, NULL, NULL);
-		ret = deferred_thread__end(dc, thread);
-		if (ret && !err)
-			err = ret;
+		deferred_thread__end(dc, thread);
 	}
-	return err;
-}
-
-static void deferred_thread__free(struct deferred_thread *thread)
-{
-	struct deferred_sample *sample, *tmp;
-
-	list_for_each_entry_safe(sample, tmp, &thread->waiting, node) {
-		free(sample->sample.read_periods);
-		free(sample->event);
-		free(sample);
-	}
-	free(thread->last_record);
-	free(thread);
+	return deferred_callchains__drain(dc);
 }
 
 void deferred_callchains__exit(struct deferred_callchains *dc)
 {
+	struct deferred_event *held, *tmp;
 	struct hashmap_entry *entry;
 	size_t bkt;
 
 	if (!dc->threads)
 		return;
 
-	hashmap__for_each_entry(dc->threads, entry, bkt)
-		deferred_thread__free(entry->pvalue);
+	list_for_each_entry_safe(held, tmp, &dc->queue, node)
+		deferred_event__free(held);
+	hashmap__for_each_entry(dc->threads, entry, bkt) {
+		struct deferred_thread *thread = entry->pvalue;
+
+		deferred_record__put(thread->last_record);
+		free(thread);
+	}
 	hashmap__free(dc->threads);
 	dc->threads = NULL;
 }
@@ -370,33 +506,80 @@ struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 
 /*
  * A sample whose user part is missing or may be another stay's shows it in
- * every callchain view (perf report, perf script, flame graphs...): one
- * frame, outermost, named after what happened.
+ * every callchain view (perf report, perf script, flame graphs, scripts):
+ * one frame, outermost, named after what happened. The frame is a real
+ * symbol in a map of its own, as every printer and sort key expects of a
+ * frame: one dso per mark, so that the two never merge with each other or
+ * with a real frame, whatever the sort keys. The dsos have no file: nothing
+ * tries to read symbols, source lines or code from them.
  */
+struct deferred_mark {
+	const char	*name;
+	struct map	*map;
+};
+
+static struct deferred_mark deferred_marks[] = {
+	{ .name = "[user stack unresolved]", },
+	{ .name = "[user stack ambiguous]", },
+};
+
+static struct map *deferred_mark__map(struct deferred_mark *mark)
+{
+	struct symbol *sym;
+	struct dso *dso;
+
+	if (mark->map)
+		return mark->map;
+
+	dso = dso__new(mark->name);
+	if (!dso)
+		return NULL;
+	dso__set_binary_type(dso, DSO_BINARY_TYPE__NOT_FOUND);
+	dso__set_has_srcline(dso, false);
+	sym = symbol__new(0, 1, STB_GLOBAL, STT_FUNC, mark->name);
+	if (!sym)
+		goto out_put;
+	dso__insert_symbol(dso, sym);
+	dso__set_loaded(dso);
+	mark->map = map__new2(0, dso);
+	if (mark->map)
+		map__set_end(mark->map, 1);
+out_put:
+	/* the map holds the dso, and the mark holds the map until the end */
+	dso__put(dso);
+	return mark->map;
+}
+
+static struct deferred_mark *deferred_mark__find(const struct perf_sample *sample)
+{
+	if (sample->deferred_flags & DEFERRED_CALLCHAIN__UNRESOLVED)
+		return &deferred_marks[0];
+	if (sample->deferred_flags & DEFERRED_CALLCHAIN__AMBIGUOUS)
+		return &deferred_marks[1];
+	return NULL;
+}
+
+const char *deferred_callchain__mark(const struct perf_sample *sample)
+{
+	struct deferred_mark *mark = deferred_mark__find(sample);
+
+	return mark ? mark->name : NULL;
+}
+
 int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
+					   struct thread *thread,
 					   const struct perf_sample *sample)
 {
-	static struct symbol *unresolved, *ambiguous;
-	struct map_symbol ms = { .sym = NULL, };
-	struct symbol **mark;
-	const char *name;
+	struct map_symbol ms = { .maps = thread__maps(thread), };
+	struct deferred_mark *mark = deferred_mark__find(sample);
 
-	if (sample->deferred_flags & DEFERRED_CALLCHAIN__UNRESOLVED) {
-		mark = &unresolved;
-		name = "[user stack unresolved]";
-	} else if (sample->deferred_flags & DEFERRED_CALLCHAIN__AMBIGUOUS) {
-		mark = &ambiguous;
-		name = "[user stack ambiguous]";
-	} else {
+	if (!mark)
 		return 0;
-	}
 
-	if (!*mark) {
-		*mark = symbol__new(0, 0, STB_GLOBAL, STT_FUNC, name);
-		if (!*mark)
-			return -ENOMEM;
-	}
-	ms.sym = *mark;
+	ms.map = deferred_mark__map(mark);
+	if (!ms.map)
+		return -ENOMEM;
+	ms.sym = dso__first_symbol(map__dso(ms.map));
 	return callchain_cursor_append(cursor, 0, &ms, false, NULL, 0, 0, 0, NULL);
 }
 
@@ -413,6 +596,7 @@ size_t deferred_callchain_stats__fprintf(const struct deferred_callchain_stats *
 		COUNT(backward,   "  backward joins"),
 		COUNT(ambiguous,  "  ambiguous joins"),
 		COUNT(unresolved, "unresolved samples"),
+		COUNT(capped,     "  past the queue's cap"),
 		COUNT(records,    "records"),
 		COUNT(orphans,    "orphan records"),
 		COUNT(malformed,  "malformed records"),

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <linux/bits.h>
+#include <linux/list.h>
 #include <linux/types.h>
 
 union perf_event;
@@ -11,6 +12,7 @@ struct callchain_cursor;
 struct hashmap;
 struct ip_callchain;
 struct perf_sample;
+struct thread;
 
 /*
  * Samples of events with PERF_SAMPLE_CALLCHAIN_DEFERRED carry the kernel
@@ -31,6 +33,7 @@ struct deferred_callchain_stats {
 	u64 backward;	/* joins with a record that came before the sample */
 	u64 ambiguous;	/* joins across lost records */
 	u64 unresolved;	/* delivered with the kernel part only */
+	u64 capped;	/* of those: given up on past the queue's memory cap */
 	u64 records;	/* records read */
 	u64 orphans;	/* records no sample waited for */
 	u64 malformed;	/* records skipped: nr too large, zero cookie, no tid */
@@ -40,11 +43,11 @@ struct deferred_callchain_stats {
 struct deferred_callchains;
 
 /*
- * Delivers a sample the join is done with: @sample, parsed from @event
- * (once: parsing byte-swaps some fields in place), is the callee's to
- * change. @record is the record joined with it, NULL when the sample is
- * unresolved; @flags is a mask of DEFERRED_CALLCHAIN__*. Both are only
- * valid during the call.
+ * Hands an event to the tool, in time order. @sample is parsed from @event,
+ * or NULL when @event is a copy the join held: then the callee parses it.
+ * For a sample with a cookie, @flags is a mask of DEFERRED_CALLCHAIN__* and
+ * @record the record joined with it (NULL when unresolved); both are 0 and
+ * NULL for every other event. Everything is only valid during the call.
  */
 typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 					     union perf_event *event,
@@ -54,13 +57,28 @@ typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 					     u64 file_offset,
 					     const char *file_path);
 
+/* The default cap on the memory of the events held for a waiting sample */
+#define DEFERRED_CALLCHAIN__QUEUE_SIZE	(256ULL << 20)
+
+/* call-graph.defer-queue-size and the tools' --defer-queue-size */
+extern u64 deferred_callchain_queue_size;
+
 struct deferred_callchains {
 	/* tid -> struct deferred_thread, for threads with something to keep */
 	struct hashmap			*threads;
+	/*
+	 * Events held behind the oldest waiting sample, in time order: a
+	 * sample waits for its record, and what came after it waits for it.
+	 */
+	struct list_head		queue;
+	u64				queued_bytes;
+	u64				max_queued_bytes;
 	/* bumped by every lost-record report: joins across it are ambiguous */
 	u64				lost_generation;
 	/* samples waiting for their record */
 	u64				nr_waiting;
+	/* no sample_id_all: records have no tid, so nothing can be joined */
+	bool				records_have_no_tid;
 	struct deferred_callchain_stats	stats;
 	deferred_callchain_deliver_fn	deliver;
 	void				*priv;
@@ -70,19 +88,25 @@ int deferred_callchains__init(struct deferred_callchains *dc,
 			      deferred_callchain_deliver_fn deliver, void *priv);
 void deferred_callchains__exit(struct deferred_callchains *dc);
 
-int deferred_callchains__sample(struct deferred_callchains *dc,
-				union perf_event *event, struct perf_sample *sample,
-				u64 read_format, u64 file_offset, const char *file_path);
-int deferred_callchains__record(struct deferred_callchains *dc,
-				const union perf_event *record, u32 tid);
-void deferred_callchains__lost(struct deferred_callchains *dc, u64 nr_lost);
-int deferred_callchains__thread_exit(struct deferred_callchains *dc, u32 tid);
+/*
+ * Every event, in time order, once its sample is parsed. @copy is NULL, or
+ * a copy of @event as it was before parsing (parsing byte-swaps some fields
+ * in place), the join's to keep or free. Returns 0 or an error.
+ */
+int deferred_callchains__event(struct deferred_callchains *dc,
+			       union perf_event *event, struct perf_sample *sample,
+			       union perf_event *copy, u64 file_offset,
+			       const char *file_path);
+/* The end of the data: what still waits is delivered unresolved. */
 int deferred_callchains__flush(struct deferred_callchains *dc);
 
 struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 					      const union perf_event *record);
 
+/* "[user stack unresolved]", "[user stack ambiguous]" or NULL */
+const char *deferred_callchain__mark(const struct perf_sample *sample);
 int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
+					   struct thread *thread,
 					   const struct perf_sample *sample);
 
 size_t deferred_callchain_stats__fprintf(const struct deferred_callchain_stats *stats,
