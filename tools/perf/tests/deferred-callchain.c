@@ -14,8 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <linux/compiler.h>
 #include <linux/err.h>
 #include <linux/kernel.h>
+#include <linux/string.h>
 #include <linux/types.h>
 #include <linux/zalloc.h>
 #include <perf/event.h>
@@ -1952,6 +1955,187 @@ ENGINE_TEST(stats)
 ENGINE_TEST(copies)
 ENGINE_TEST(queue_cap)
 ENGINE_TEST(records_without_tid)
+
+/*
+ * perf test -w deferredstream MODE [N]: a pipe stream on stdout, for the
+ * shell tests to read with every tool, no kernel needed.
+ *   views:	every kind of deferred sample (joined, backward, user mode,
+ *		ambiguous, unresolved at exit and at the end, not deferred),
+ *		the user stacks in functions of this program, mapped by an
+ *		MMAP2 so that tools name them;
+ *   wait N:	N samples of one thread that wait for their record, which
+ *		comes last (what a waiting sample costs);
+ *   joined N:	the same samples after their record, each joined at once.
+ */
+noinline void deferredstream_leaf(void);
+noinline void deferredstream_mid(void);
+noinline void deferredstream_top(void);
+
+noinline void deferredstream_leaf(void)
+{
+	barrier();
+}
+
+noinline void deferredstream_mid(void)
+{
+	deferredstream_leaf();
+	barrier();
+}
+
+noinline void deferredstream_top(void)
+{
+	deferredstream_mid();
+	barrier();
+}
+
+/* Where this program's code is mapped, from /proc/self/maps. */
+static int exe__text_map(char *path, size_t size, u64 *start, u64 *len, u64 *pgoff)
+{
+	u64 ip = (u64)(unsigned long)deferredstream_leaf;
+	char line[PATH_MAX + 128];
+	FILE *maps;
+	int ret = -ENOENT;
+
+	maps = fopen("/proc/self/maps", "r");
+	if (!maps)
+		return -errno;
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long lo, hi, off;
+		char perm[5], file[PATH_MAX];
+
+		if (sscanf(line, "%lx-%lx %4s %lx %*s %*s %s", &lo, &hi, perm, &off, file) != 5)
+			continue;
+		if (ip < lo || ip >= hi)
+			continue;
+		*start = lo;
+		*len = hi - lo;
+		*pgoff = off;
+		strlcpy(path, file, size);
+		ret = 0;
+		break;
+	}
+	fclose(maps);
+	return ret;
+}
+
+static void stream__comm(struct stream *s, u32 tid, u64 time, const char *comm)
+{
+	union perf_event buf;
+	struct perf_record_comm *ev = &buf.comm;
+
+	memset(&buf, 0, sizeof(buf));
+	ev->header.type = PERF_RECORD_COMM;
+	ev->header.size = sizeof(*ev) + sizeof(struct test_sample_id);
+	ev->pid = PID;
+	ev->tid = tid;
+	strlcpy(ev->comm, comm, sizeof(ev->comm));
+	sample_id__put(ev + 1, PID, tid, time);
+	stream__put(s, &buf);
+}
+
+static void stream__mmap2(struct stream *s, u64 time, const char *path,
+			  u64 start, u64 len, u64 pgoff)
+{
+	union perf_event buf;
+	struct perf_record_mmap2 *ev = &buf.mmap2;
+	size_t size = offsetof(struct perf_record_mmap2, filename) +
+		      PERF_ALIGN(strlen(path) + 1, sizeof(u64));
+
+	memset(&buf, 0, sizeof(buf));
+	if (size + sizeof(struct test_sample_id) > sizeof(buf)) {
+		s->failed = true;
+		return;
+	}
+	ev->header.type = PERF_RECORD_MMAP2;
+	ev->header.misc = PERF_RECORD_MISC_USER;
+	ev->header.size = size + sizeof(struct test_sample_id);
+	ev->pid = PID;
+	ev->tid = PID;
+	ev->start = start;
+	ev->len = len;
+	ev->pgoff = pgoff;
+	ev->prot = PROT_READ | PROT_EXEC;
+	ev->flags = MAP_PRIVATE;
+	strcpy(ev->filename, path);
+	sample_id__put((void *)ev + size, PID, PID, time);
+	stream__put(s, &buf);
+}
+
+static int deferredstream__views(struct stream *s)
+{
+	/* return addresses inside the functions, as a walk finds them */
+	const u64 leaf = (u64)(unsigned long)deferredstream_leaf + 1;
+	const u64 mid = (u64)(unsigned long)deferredstream_mid + 1;
+	const u64 top = (u64)(unsigned long)deferredstream_top + 1;
+	const struct ips stack_deep = { 3, (const u64[]){ leaf, mid, top } };
+	const struct ips stack_short = { 2, (const u64[]){ mid, top } };
+	const struct ips fp_chain = { 5, (const u64[]){ CTX_K, KIP2, CTX_U, mid, top } };
+	char path[PATH_MAX];
+	u64 start = 0, len = 0, pgoff = 0;
+
+	if (exe__text_map(path, sizeof(path), &start, &len, &pgoff))
+		return -ENOENT;
+	stream__mmap2(s, 10, path, start, len, pgoff);
+	for (u32 tid = TID1; tid <= TID4; tid++)
+		stream__comm(s, tid, 20, "deferred-views");
+
+	stream__sample(s, TID1, 100, COOKIE1, &kernel_a);	/* joined */
+	stream__sample(s, TID2, 105, 0, &fp_chain);		/* not deferred */
+	stream__sample(s, TID2, 110, COOKIE2, &kernel_c);	/* unresolved at the end */
+	stream__sample(s, TID1, 120, COOKIE1, &kernel_b);	/* joined */
+	stream__record(s, TID1, 130, COOKIE1, &stack_deep);
+	stream__sample(s, TID1, 140, COOKIE1, &kernel_c);	/* backward */
+	stream__sample(s, TID3, 150, COOKIE3, &user_mode);	/* user mode, joined */
+	stream__record(s, TID3, 160, COOKIE3, &stack_short);
+	stream__sample(s, TID1, 170, COOKIE4, &kernel_c);	/* unresolved at exit */
+	stream__exit(s, TID1, 180);
+	stream__sample(s, TID4, 190, COOKIE5, &kernel_b);	/* ambiguous */
+	stream__lost(s, 195, 3);
+	stream__record(s, TID4, 197, COOKIE5, &stack_deep);
+	return s->failed ? -EIO : 0;
+}
+
+static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
+{
+	stream__comm(s, TID1, 20, "deferred-wait");
+	if (joined)
+		stream__record(s, TID1, 99, COOKIE1, &stack_a);
+	for (unsigned long i = 0; i < nr && !s->failed; i++)
+		stream__sample(s, TID1, 100 + i, COOKIE1, &kernel_a);
+	if (!joined)
+		stream__record(s, TID1, 100 + nr, COOKIE1, &stack_a);
+	return s->failed ? -EIO : 0;
+}
+
+static int deferredstream(int argc, const char **argv)
+{
+	static const u64 id = 1;
+	struct stream s = {
+		.fd = STDOUT_FILENO,
+		.sample_type = SAMPLE_TYPE,
+	};
+	struct perf_pipe_file_header header = {
+		.magic	= PERF_MAGIC2,
+		.size	= sizeof(header),
+	};
+	unsigned long nr = argc > 1 ? strtoul(argv[1], NULL, 0) : 0;
+
+	if (argc < 1) {
+		fprintf(stderr, "usage: perf test -w deferredstream views|wait N|joined N\n");
+		return 1;
+	}
+	stream__write(&s, &header, sizeof(header));
+	stream__attr(&s, /*read_format=*/0, id);
+
+	if (!strcmp(argv[0], "views"))
+		return deferredstream__views(&s) ? 1 : 0;
+	if (!strcmp(argv[0], "wait") || !strcmp(argv[0], "joined"))
+		return deferredstream__wait(&s, nr, !strcmp(argv[0], "joined")) ? 1 : 0;
+	fprintf(stderr, "deferredstream: unknown mode %s\n", argv[0]);
+	return 1;
+}
+
+DEFINE_WORKLOAD(deferredstream);
 
 static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: rule 1, forward join", forward_join),

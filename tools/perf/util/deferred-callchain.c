@@ -56,13 +56,13 @@ struct deferred_record {
 struct deferred_event {
 	struct list_head	node;		/* in the queue, in time order */
 	struct list_head	waiting;	/* in its thread's, while it waits */
-	union perf_event	*event;		/* a copy */
 	struct deferred_record	*record;	/* the one it was joined with */
 	u64			file_offset;
 	const char		*file_path;
 	u64			cookie;
 	u64			lost_generation;
 	unsigned int		flags;		/* 0 while it waits */
+	union perf_event	event;		/* a copy: header.size bytes */
 };
 
 struct deferred_thread {
@@ -173,13 +173,12 @@ static unsigned int deferred_callchains__count(struct deferred_callchains *dc,
 
 static size_t deferred_event__bytes(const struct deferred_event *held)
 {
-	return sizeof(*held) + held->event->header.size;
+	return offsetof(struct deferred_event, event) + held->event.header.size;
 }
 
 static void deferred_event__free(struct deferred_event *held)
 {
 	deferred_record__put(held->record);
-	free(held->event);
 	free(held);
 }
 
@@ -195,7 +194,7 @@ static int deferred_callchains__drain(struct deferred_callchains *dc)
 			return 0;
 		list_del(&held->node);
 		dc->queued_bytes -= deferred_event__bytes(held);
-		err = dc->deliver(dc, held->event, /*sample=*/NULL,
+		err = dc->deliver(dc, &held->event, /*sample=*/NULL,
 				  deferred_record__event(held->record), held->flags,
 				  held->file_offset, held->file_path);
 		deferred_event__free(held);
@@ -272,14 +271,13 @@ static int deferred_callchains__pass(struct deferred_callchains *dc,
 				   file_offset, file_path);
 	}
 
-	held = malloc(sizeof(*held));
-	if (!held)
-		goto out_free;
-	held->event = copy ?: memdup(event, event->header.size);
-	if (!held->event) {
-		free(held);
+	held = malloc(offsetof(struct deferred_event, event) + event->header.size);
+	if (!held) {
+		free(copy);
 		return -ENOMEM;
 	}
+	memcpy(&held->event, copy ?: event, event->header.size);
+	free(copy);
 	held->record = deferred_record__get(record);
 	held->file_offset = file_offset;
 	held->file_path = file_path;
@@ -294,10 +292,6 @@ static int deferred_callchains__pass(struct deferred_callchains *dc,
 	list_add_tail(&held->node, &dc->queue);
 	dc->queued_bytes += deferred_event__bytes(held);
 	return deferred_callchains__trim(dc);
-
-out_free:
-	free(copy);
-	return -ENOMEM;
 }
 
 static int deferred_callchains__sample(struct deferred_callchains *dc,
@@ -596,7 +590,7 @@ size_t deferred_callchain_stats__fprintf(const struct deferred_callchain_stats *
 		COUNT(backward,   "  backward joins"),
 		COUNT(ambiguous,  "  ambiguous joins"),
 		COUNT(unresolved, "unresolved samples"),
-		COUNT(capped,     "  past the queue's cap"),
+		COUNT(capped,     "  over memory cap"),
 		COUNT(records,    "records"),
 		COUNT(orphans,    "orphan records"),
 		COUNT(malformed,  "malformed records"),

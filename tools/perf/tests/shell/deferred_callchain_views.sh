@@ -1,0 +1,238 @@
+#!/bin/bash
+# Deferred callchains: every view of unresolved and ambiguous samples
+# SPDX-License-Identifier: GPL-2.0
+#
+# No kernel needed: 'perf test -w deferredstream' writes a pipe stream with
+# every kind of deferred sample (joined, backward, user mode, ambiguous,
+# unresolved at exit and at the end), their user stacks in functions of
+# perf itself. Every view reads it, as a pipe and as a file, and must not
+# crash; the marks must show, stay apart and end their lines; samples come
+# out in time order; a waiting sample costs a bounded amount of memory.
+
+set -e
+
+err=0
+tmpdir=$(mktemp -d /tmp/__perf_test.deferred_views.XXXXX)
+unresolved="[user stack unresolved]"
+ambiguous="[user stack ambiguous]"
+
+cleanup() {
+	rm -rf "${tmpdir}"
+	trap - EXIT TERM INT
+}
+
+# shellcheck disable=SC2317 # called by the trap
+trap_cleanup() {
+	echo "Unexpected signal in ${FUNCNAME[1]}"
+	cleanup
+	exit 1
+}
+trap trap_cleanup EXIT TERM INT
+
+fail() {
+	echo "FAIL: $*"
+	err=1
+}
+
+# Runs one perf command on an input (a pipe stream if it ends in .pipe);
+# a crash, a sanitizer report or an error fails.
+view() {
+	local name=$1 out=$2 input=$3 status=0
+
+	shift 3
+	if [ "${input%.pipe}" != "${input}" ]; then
+		perf "$@" -i - <"${input}" >"${out}" 2>"${out}.err" || status=$?
+	else
+		perf "$@" -i "${input}" >"${out}" 2>"${out}.err" || status=$?
+	fi
+	if [ "${status}" -ne 0 ] || grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
+		fail "${name}: perf $* exited ${status}"
+		tail -n 5 "${out}.err"
+		return 1
+	fi
+	return 0
+}
+
+# Both marks, each on its own, as many times as expected.
+check_marks() {
+	local name=$1 out=$2 nr_unresolved=$3 nr_ambiguous=$4 got
+
+	got=$(grep -cF "${unresolved}" "${out}" || true)
+	[ "${got}" -eq "${nr_unresolved}" ] ||
+		fail "${name}: ${got} lines with ${unresolved}, expected ${nr_unresolved}"
+	got=$(grep -cF "${ambiguous}" "${out}" || true)
+	[ "${got}" -eq "${nr_ambiguous}" ] ||
+		fail "${name}: ${got} lines with ${ambiguous}, expected ${nr_ambiguous}"
+	if grep -F "${unresolved}" "${out}" | grep -qF "${ambiguous}"; then
+		fail "${name}: the two marks merged into one line"
+	fi
+}
+
+setup() {
+	perf test -w deferredstream views >"${tmpdir}/views.pipe"
+	# a file with a header, as perf record writes it
+	perf inject -i - -o "${tmpdir}/views.data" <"${tmpdir}/views.pipe"
+}
+
+# perf report: default (children), -G, --no-children, sort keys, graph modes.
+test_report() {
+	local input=$1 out="${tmpdir}/report" args
+
+	for args in "" "-G" "--no-children" "--no-children -G" "--sort dso,sym" \
+		"--sort dso,sym --no-children" "-g caller" "-g folded" "--stats"; do
+		# shellcheck disable=SC2086 # the arguments split on purpose
+		view "perf report ${args}" "${out}" "${input}" report --stdio ${args} || continue
+		[ "${args}" = "--stats" ] && continue
+		grep -qF "${unresolved}" "${out}" ||
+			fail "perf report ${args}: no ${unresolved}"
+		grep -qF "${ambiguous}" "${out}" ||
+			fail "perf report ${args}: no ${ambiguous}"
+	done
+	# one dso each: sorted by dso the marks are two entries (children: a
+	# pipe's report learns of callchains too late to accumulate them)
+	if [ "${input%.pipe}" = "${input}" ] &&
+		view "perf report --sort dso" "${out}" "${input}" report --stdio --sort dso -g none; then
+		check_marks "perf report --sort dso" "${out}" 1 1
+	fi
+	if view "perf report --stats" "${out}" "${input}" report --stats &&
+		! grep -qE "unresolved samples: +2$" "${out}"; then
+		fail "perf report --stats: no summary with 2 unresolved samples"
+	fi
+	return 0
+}
+
+# perf script: default fields, +srcline,+symoff, no callchain, raw view.
+test_script() {
+	local input=$1 out="${tmpdir}/script" times
+
+	if view "perf script" "${out}" "${input}" script; then
+		# one frame each: two unresolved samples, one ambiguous
+		check_marks "perf script" "${out}" 2 1
+		grep -q "deferredstream_leaf" "${out}" ||
+			fail "perf script: no joined user frame"
+		grep -qE "^ +deferred samples: +7$" "${out}.err" ||
+			fail "perf script: no summary on stderr"
+	fi
+	view "perf script -F +srcline,+symoff" "${out}" "${input}" script \
+		-F +srcline,+symoff &&
+		# the frame, then its source line, unknown: the symbol and offset
+		check_marks "perf script -F +srcline,+symoff" "${out}" 4 2
+	# without a callchain the mark ends the sample's line
+	if view "perf script -F comm,tid,time,event" "${out}" "${input}" script \
+		-F comm,tid,time,event; then
+		check_marks "perf script -F comm,tid,time,event" "${out}" 2 1
+		[ "$(grep -cE '\[user stack (unresolved|ambiguous)\]$' "${out}")" -eq 3 ] ||
+			fail "perf script -F comm,tid,time,event: a mark does not end its line"
+	fi
+	# time order, joined samples included
+	if view "perf script -F time" "${out}" "${input}" script -F time --ns; then
+		times=$(grep -oE '^ *[0-9]+\.[0-9]+:' "${out}" | tr -d ' :')
+		[ "${times}" = "$(sort -n <<<"${times}")" ] ||
+			fail "perf script: samples not in time order: $(echo "${times}" | tr '\n' ' ')"
+		[ "$(wc -l <<<"${times}")" -eq 8 ] || fail "perf script: not 8 samples"
+	fi
+	if view "perf script --no-merge-callchains" "${out}" "${input}" script \
+		--no-merge-callchains &&
+		[ "$(grep -c PERF_RECORD_CALLCHAIN_DEFERRED "${out}")" -ne 3 ]; then
+		fail "perf script --no-merge-callchains: not 3 records"
+	fi
+	view "perf report -D" "${out}" "${input}" report -D || true
+	view "perf annotate" "${out}" "${input}" annotate --stdio || true
+	return 0
+}
+
+# Scripts: python receives the joined stack and the marks as frames.
+test_scripting() {
+	local input=$1 out="${tmpdir}/scripting"
+
+	if ! perf version --build-options | grep -qE "libpython: +\[ on  \]"; then
+		fail "perf was built without python scripting"
+		return 0
+	fi
+	cat >"${tmpdir}/frames.py" <<'EOF'
+def process_event(param_dict):
+    frames = [f.get("sym", {}).get("name", "[unknown]") + "@" + f.get("dso", "[unknown]")
+              for f in param_dict.get("callchain", [])]
+    print(param_dict["sample"]["tid"], ";".join(frames))
+EOF
+	if view "perf script -s python" "${out}" "${input}" script -s "${tmpdir}/frames.py"; then
+		grep -qF "deferredstream_leaf@" "${out}" ||
+			fail "python: no joined user frame"
+		grep -qF "${unresolved}@${unresolved}" "${out}" ||
+			fail "python: no unresolved mark as a frame"
+		grep -qF "deferredstream_top@$(command -v perf);${ambiguous}@${ambiguous}" "${out}" ||
+			fail "python: the ambiguous mark is not the outermost frame"
+	fi
+	if perf version --build-options | grep -qE "libperl: +\[ on  \]"; then
+		cat >"${tmpdir}/count.pl" <<'EOF'
+my $n = 0;
+sub process_event { $n++; }
+sub trace_end { print "perl events: $n\n"; }
+EOF
+		if view "perf script -s perl" "${out}" "${input}" script -s "${tmpdir}/count.pl" &&
+			! grep -qx "perl events: 8" "${out}"; then
+			fail "perl: not 8 events"
+		fi
+	else
+		fail "perf was built without perl scripting"
+	fi
+	return 0
+}
+
+# perf inject keeps the records; --merge-callchains writes fp samples.
+test_inject() {
+	local out="${tmpdir}/inject"
+
+	if view "perf inject" "${out}" "${tmpdir}/views.data" inject -o "${tmpdir}/kept.data" &&
+		view "perf report -D (kept)" "${out}" "${tmpdir}/kept.data" report -D &&
+		[ "$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED cookie' "${out}")" -ne 3 ]; then
+		fail "perf inject: the records were not kept"
+	fi
+	if view "perf inject --merge-callchains" "${out}" "${tmpdir}/views.data" inject \
+		--merge-callchains -o "${tmpdir}/merged.data" &&
+		view "perf script (merged)" "${out}" "${tmpdir}/merged.data" script; then
+		grep -q "deferredstream_leaf" "${out}" || fail "merged: no joined user frame"
+		view "perf report (merged)" "${out}" "${tmpdir}/merged.data" report --stdio || true
+	fi
+	return 0
+}
+
+# A waiting sample costs its event's bytes plus at most 128: the peak memory
+# of 300k samples that wait, less that of the same samples joined at once.
+# Read from files: a pipe's reader copies every event and frees it when it
+# is delivered, memory the join's copies would then reuse unseen.
+test_memory() {
+	local nr=300000 sample_size=72 wait_kb joined_kb extra
+	local script='import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdin=open(sys.argv[-1]), stdout=subprocess.DEVNULL,
+               stderr=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)'
+
+	perf test -w deferredstream wait "${nr}" |
+		perf inject -i - -o "${tmpdir}/wait.data"
+	perf test -w deferredstream joined "${nr}" |
+		perf inject -i - -o "${tmpdir}/joined.data"
+	wait_kb=$(python3 -c "${script}" perf report --stdio -i "${tmpdir}/wait.data" \
+		/dev/null | tail -n 1) || { fail "perf report of ${nr} waiting samples"; return 0; }
+	joined_kb=$(python3 -c "${script}" perf report --stdio -i "${tmpdir}/joined.data" \
+		/dev/null | tail -n 1) || { fail "perf report of ${nr} joined samples"; return 0; }
+	extra=$(( (wait_kb - joined_kb) * 1024 / nr ))
+	echo "waiting samples: ${wait_kb} KiB peak, joined at once: ${joined_kb} KiB," \
+		"${extra} bytes more per waiting sample"
+	[ "${extra}" -le $((sample_size + 128)) ] ||
+		fail "a waiting sample costs ${extra} bytes, more than ${sample_size} + 128"
+	return 0
+}
+
+setup
+for input in "${tmpdir}/views.data" "${tmpdir}/views.pipe"; do
+	echo "== ${input##*/}"
+	test_report "${input}"
+	test_script "${input}"
+	test_scripting "${input}"
+done
+test_inject
+test_memory
+
+cleanup
+exit ${err}
