@@ -1515,6 +1515,92 @@ static int test__session_malformed(struct test_suite *test __maybe_unused,
 	return session_test__run(/*merge=*/true, session_malformed);
 }
 
+/*
+ * Events with different sample_ids (one has PERF_SAMPLE_CPU, as a tracepoint
+ * and a hardware event can): each record is checked and parsed against its
+ * own event's, found by the id that ends it.
+ */
+#define MIXED_ID_TYPE	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
+			 PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN | \
+			 PERF_SAMPLE_CALLCHAIN_DEFERRED)
+
+static void stream__attr_type(struct stream *s, u64 sample_type, u64 id)
+{
+	u64 own = s->sample_type;
+
+	s->sample_type = sample_type;
+	stream__attr(s, /*read_format=*/0, id);
+	s->sample_type = own;
+}
+
+static void stream__mixed_sample(struct stream *s, u64 sample_type, u64 id, u32 tid,
+				 u64 time, u64 cookie, const struct ips *kernel)
+{
+	struct perf_sample sample = {
+		.id	= id,
+		.tid	= tid,
+		.time	= time,
+		.cpu	= 1,
+		.deferred_cookie = cookie,
+	};
+	union perf_event buf;
+
+	stream__put(s, sample__synthesize(&buf, sample_type, 0, &sample, kernel));
+}
+
+/* A record whose sample_id is { pid, tid, time, [cpu, res,] id }. */
+static void stream__mixed_record(struct stream *s, bool with_cpu, u64 id, u32 tid,
+				 u64 time, u64 cookie, const struct ips *stack)
+{
+	union perf_event buf;
+	union perf_event *event = record__build(&buf, PID, tid, time, cookie, stack);
+	u64 tail[2] = { 1, id };	/* cpu 1, res 0; the id */
+	size_t extra = with_cpu ? sizeof(tail) : sizeof(u64);
+
+	if (!event || event->header.size + extra > sizeof(buf)) {
+		s->failed = true;
+		return;
+	}
+	memcpy((void *)event + event->header.size, with_cpu ? tail : &tail[1], extra);
+	event->header.size += extra;
+	stream__put(s, event);
+}
+
+static int session_mixed_sample_id(struct session_test *st)
+{
+	const struct expect exp[] = {
+		{ 100, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+		{ 110, JOINED, IPS(CTX_K, KIP3, CTX_U, UIP3) },
+	};
+	static const u64 no_ids[] = { };
+	struct stream s = { .fd = -1, };
+
+	/* the first event's sample_id is the larger: the other's records are shorter */
+	TEST_ASSERT_VAL("stream", stream__open_events(&s, /*swap=*/false, MIXED_ID_TYPE, 0,
+						      no_ids, 0) == 0);
+	stream__attr_type(&s, MIXED_ID_TYPE | PERF_SAMPLE_CPU, 1);
+	stream__attr_type(&s, MIXED_ID_TYPE, 2);
+	stream__mixed_sample(&s, MIXED_ID_TYPE, 2, TID1, 100, COOKIE1, &kernel_a);
+	stream__mixed_sample(&s, MIXED_ID_TYPE | PERF_SAMPLE_CPU, 1, TID2, 110, COOKIE2,
+			     &kernel_b);
+	stream__mixed_record(&s, /*with_cpu=*/false, 2, TID1, 120, COOKIE1, &stack_a);
+	stream__mixed_record(&s, /*with_cpu=*/true, 1, TID2, 130, COOKIE2, &stack_b);
+	TEST_ASSERT_VAL("read", session_test__read(st, stream__close(&s)) == 0);
+
+	TEST_ASSERT_VAL("samples", delivered__check(st->samples, st->nr_samples,
+						    exp, ARRAY_SIZE(exp)) == TEST_OK);
+	TEST_ASSERT_VAL("no record malformed", st->stats.malformed == 0);
+	TEST_ASSERT_VAL("records", st->nr_records == 2 && st->record_tids[0] == TID1 &&
+			st->record_tids[1] == TID2);
+	return TEST_OK;
+}
+
+static int test__session_mixed_sample_id(struct test_suite *test __maybe_unused,
+					 int subtest __maybe_unused)
+{
+	return session_test__run(/*merge=*/true, session_mixed_sample_id);
+}
+
 /* Merge off: the raw view, samples with their cookie and records apart. */
 static int session_merge_off(struct session_test *st)
 {
@@ -1957,6 +2043,66 @@ ENGINE_TEST(queue_cap)
 ENGINE_TEST(records_without_tid)
 
 /*
+ * A byte-swapped sample's raw data is swapped back in place in whole u64s,
+ * from its u32 size on: the check covers those u64s, not only the bytes the
+ * size names, or a short raw area at the end of an event swaps bytes past it.
+ */
+static int test__swapped_raw_bounds(struct test_suite *test __maybe_unused,
+				    int subtest __maybe_unused)
+{
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= PERF_COUNT_SW_CPU_CLOCK,
+		.sample_type	= PERF_SAMPLE_RAW,
+	};
+	union perf_event ev = { .header = { .type = PERF_RECORD_SAMPLE, }, };
+	struct evsel *evsel = evsel__new(&attr);
+	u64 *words = (u64 *)&ev;
+	struct perf_sample sample;
+	u8 *bytes = (u8 *)&ev;
+	int ret = TEST_FAIL, err;
+
+	if (!evsel)
+		return TEST_FAIL;
+	evsel->needs_swap = true;
+	/*
+	 * The header, the raw u32 size, and 9 to 12 bytes: the size names
+	 * bytes that end inside the second u64, which the swap takes whole.
+	 */
+	for (u32 raw_size = 9; raw_size <= 12; raw_size++) {
+		u32 size_word[2] = { bswap_32(raw_size), 0 };
+
+		/* as the session leaves it: written swapped, then swapped as u64s */
+		memcpy(&words[1], size_word, sizeof(u64));
+		words[1] = bswap_64(words[1]);
+		memset(&words[2], 0xaa, 2 * sizeof(u64));
+		ev.header.size = 8 + sizeof(u32) + raw_size;
+
+		err = evsel__parse_sample(evsel, &ev, &sample);
+		if (raw_size < 12 && err != -EFAULT) {
+			pr_debug("raw size %u in a %u-byte event: parsed\n", raw_size,
+				 ev.header.size);
+			goto out;
+		}
+		if (raw_size == 12 && (err || sample.raw_size != 12)) {
+			pr_debug("a raw area of whole u64s did not parse\n");
+			goto out;
+		}
+		for (u32 i = ev.header.size; i < 4 * sizeof(u64); i++) {
+			if (bytes[i] != 0xaa) {
+				pr_debug("raw size %u: byte %u past the event changed\n",
+					 raw_size, i);
+				goto out;
+			}
+		}
+	}
+	ret = TEST_OK;
+out:
+	evsel__delete(evsel);
+	return ret;
+}
+
+/*
  * perf test -w deferredstream MODE [N]: a pipe stream on stdout, for the
  * shell tests to read with every tool, no kernel needed.
  *   views:	every kind of deferred sample (joined, backward, user mode,
@@ -2154,6 +2300,10 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: session, byte-swapped samples with raw data",
 		  session_swapped_raw),
 	TEST_CASE("Deferred callchain: session, malformed records", session_malformed),
+	TEST_CASE("Deferred callchain: session, events with different sample_ids",
+		  session_mixed_sample_id),
+	TEST_CASE("Deferred callchain: byte-swapped raw data is checked in whole u64s",
+		  swapped_raw_bounds),
 	TEST_CASE("Deferred callchain: session, merge off", session_merge_off),
 	TEST_CASE("Deferred callchain: session, PERF_SAMPLE_READ periods in time order",
 		  session_read_periods),
