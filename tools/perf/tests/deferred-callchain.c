@@ -2156,7 +2156,7 @@ static int exe__text_map(char *path, size_t size, u64 *start, u64 *len, u64 *pgo
 		*start = lo;
 		*len = hi - lo;
 		*pgoff = off;
-		strlcpy(path, file, size);
+		snprintf(path, size, "%s", file);
 		ret = 0;
 		break;
 	}
@@ -2174,7 +2174,7 @@ static void stream__comm(struct stream *s, u32 tid, u64 time, const char *comm)
 	ev->header.size = sizeof(*ev) + sizeof(struct test_sample_id);
 	ev->pid = PID;
 	ev->tid = tid;
-	strlcpy(ev->comm, comm, sizeof(ev->comm));
+	snprintf(ev->comm, sizeof(ev->comm), "%s", comm);
 	sample_id__put(ev + 1, PID, tid, time);
 	stream__put(s, &buf);
 }
@@ -2202,7 +2202,7 @@ static void stream__mmap2(struct stream *s, u64 time, const char *path,
 	ev->pgoff = pgoff;
 	ev->prot = PROT_READ | PROT_EXEC;
 	ev->flags = MAP_PRIVATE;
-	strcpy(ev->filename, path);
+	memcpy(ev->filename, path, strlen(path) + 1);
 	sample_id__put((void *)ev + size, PID, PID, time);
 	stream__put(s, &buf);
 }
@@ -2267,7 +2267,7 @@ static int deferredstream(int argc, const char **argv)
 	unsigned long nr = argc > 1 ? strtoul(argv[1], NULL, 0) : 0;
 
 	if (argc < 1) {
-		fprintf(stderr, "usage: perf test -w deferredstream views|wait N|joined N\n");
+		fprintf(stderr, "usage: perf test -w %s views|wait N|joined N\n", __func__);
 		return 1;
 	}
 	stream__write(&s, &header, sizeof(header));
@@ -2277,7 +2277,7 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__views(&s) ? 1 : 0;
 	if (!strcmp(argv[0], "wait") || !strcmp(argv[0], "joined"))
 		return deferredstream__wait(&s, nr, !strcmp(argv[0], "joined")) ? 1 : 0;
-	fprintf(stderr, "deferredstream: unknown mode %s\n", argv[0]);
+	fprintf(stderr, "perf test -w %s: unknown mode %s\n", __func__, argv[0]);
 	return 1;
 }
 

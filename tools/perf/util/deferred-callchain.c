@@ -21,6 +21,7 @@
  * event costs one hash lookup at most, and a held one its bytes plus one
  * struct deferred_event.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -34,9 +35,12 @@
 #include <perf/event.h>
 
 #include "callchain.h"
+#include "debug.h"
 #include "deferred-callchain.h"
 #include "dso.h"
 #include "event.h"
+#include "evlist.h"
+#include "evsel.h"
 #include "hashmap.h"
 #include "map.h"
 #include "map_symbol.h"
@@ -45,6 +49,46 @@
 #include "thread.h"
 
 u64 deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
+
+int deferred_callchain__parse_queue_size(const char *str)
+{
+	char *end;
+	u64 size;
+
+	errno = 0;
+	size = strtoull(str, &end, 0);
+	switch (tolower(*end)) {
+	case 'g':
+		size <<= 10;
+		fallthrough;
+	case 'm':
+		size <<= 10;
+		fallthrough;
+	case 'k':
+		size <<= 10;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (errno || end == str || *end || !size) {
+		pr_err("Invalid deferred callchain queue size: '%s' (a size in bytes, k, m or g)\n",
+		       str);
+		return -1;
+	}
+	deferred_callchain_queue_size = size;
+	return 0;
+}
+
+int parse_deferred_callchain_queue_size(const struct option *opt __maybe_unused,
+					const char *str, int unset)
+{
+	if (unset) {
+		deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
+		return 0;
+	}
+	return deferred_callchain__parse_queue_size(str);
+}
 
 /* A record, shared by the thread that saw it last and the samples it joined. */
 struct deferred_record {
@@ -473,6 +517,17 @@ void deferred_callchains__exit(struct deferred_callchains *dc)
 	}
 	hashmap__free(dc->threads);
 	dc->threads = NULL;
+}
+
+bool evlist__has_deferred_callchains(struct evlist *evlist)
+{
+	struct evsel *evsel;
+
+	evlist__for_each_entry(evlist, evsel) {
+		if (evsel->core.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED)
+			return true;
+	}
+	return false;
 }
 
 struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,

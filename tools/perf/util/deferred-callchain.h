@@ -63,6 +63,18 @@ typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 /* call-graph.defer-queue-size and the tools' --defer-queue-size */
 extern u64 deferred_callchain_queue_size;
 
+struct option;
+
+/* A size in bytes, with an optional k, m or g: 0, or -1 on a bad one */
+int deferred_callchain__parse_queue_size(const char *str);
+int parse_deferred_callchain_queue_size(const struct option *opt, const char *str,
+					int unset);
+
+#define OPT_DEFER_QUEUE_SIZE()							\
+	OPT_CALLBACK(0, "defer-queue-size", NULL, "size",			\
+		     "memory for the events held behind samples that wait for their deferred callchain (default: 256M)", \
+		     parse_deferred_callchain_queue_size)
+
 struct deferred_callchains {
 	/* tid -> struct deferred_thread, for threads with something to keep */
 	struct hashmap			*threads;
@@ -99,6 +111,11 @@ int deferred_callchains__event(struct deferred_callchains *dc,
 			       const char *file_path);
 /* The end of the data: what still waits is delivered unresolved. */
 int deferred_callchains__flush(struct deferred_callchains *dc);
+
+struct evlist;
+
+/* Whether an event asks for deferred callchains: else no join, no cost. */
+bool evlist__has_deferred_callchains(struct evlist *evlist);
 
 struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 					      const union perf_event *record);

@@ -136,6 +136,12 @@ test_script() {
 		[ "$(grep -c PERF_RECORD_CALLCHAIN_DEFERRED "${out}")" -ne 3 ]; then
 		fail "perf script --no-merge-callchains: not 3 records"
 	fi
+	# records go through the samples' filters: one record is TID3's
+	if view "perf script --no-merge-callchains --tid" "${out}" "${input}" script \
+		--no-merge-callchains --tid 1003 &&
+		[ "$(grep -c PERF_RECORD_CALLCHAIN_DEFERRED "${out}")" -ne 1 ]; then
+		fail "perf script --no-merge-callchains --tid 1003: not 1 record"
+	fi
 	view "perf report -D" "${out}" "${input}" report -D || true
 	view "perf annotate" "${out}" "${input}" annotate --stdio || true
 	return 0
@@ -192,6 +198,12 @@ test_inject() {
 		--merge-callchains -o "${tmpdir}/merged.data" &&
 		view "perf script (merged)" "${out}" "${tmpdir}/merged.data" script; then
 		grep -q "deferredstream_leaf" "${out}" || fail "merged: no joined user frame"
+		# the marks, as frames of their own mappings
+		check_marks "perf script (merged)" "${out}" 2 1
+		grep -qF "(${unresolved})" "${out}" || fail "merged: no mark mapping"
+		if perf evlist -v -i "${tmpdir}/merged.data" | grep -q CALLCHAIN_DEFERRED; then
+			fail "merged: the events still ask for deferred callchains"
+		fi
 		view "perf report (merged)" "${out}" "${tmpdir}/merged.data" report --stdio || true
 	fi
 	return 0

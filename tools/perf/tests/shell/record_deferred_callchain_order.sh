@@ -1,0 +1,148 @@
+#!/bin/bash
+# perf record --call-graph fp,defer: lossy recordings, time order, perf sched
+# SPDX-License-Identifier: GPL-2.0
+#
+# What users run on real recordings: a recording with lost records read by
+# the default perf report and perf script (no crash, the marks shown, the
+# summary adds up); samples of many threads in time order; perf sched and
+# perf kwork over deferred tracepoint samples.
+
+set -e
+
+err=0
+tmpdir=$(mktemp -d /tmp/__perf_test.deferred_order.XXXXX)
+
+cleanup() {
+	rm -rf "${tmpdir}"
+	trap - EXIT TERM INT
+}
+
+# shellcheck disable=SC2317 # called by the trap
+trap_cleanup() {
+	echo "Unexpected signal in ${FUNCNAME[1]}"
+	cleanup
+	exit 1
+}
+trap trap_cleanup EXIT TERM INT
+
+fail() {
+	echo "  FAIL: $*"
+	err=1
+}
+
+summary() {
+	awk -v name="$2" '$0 ~ "^ *" name ":" { print $NF }' "$1"
+}
+
+# Runs perf; a crash or an error fails, with the end of its stderr.
+run() {
+	local out=$1 status=0
+
+	shift
+	perf "$@" >"${out}" 2>"${out}.err" || status=$?
+	if [ "${status}" -ne 0 ]; then
+		fail "perf $* exited ${status}"
+		tail -n 5 "${out}.err"
+		return 1
+	fi
+}
+
+if ! perf record -q -e cpu-clock -c 100000 --call-graph fp,defer -o "${tmpdir}/probe.data" \
+	-- true 2>/dev/null ||
+	! perf evlist -v -i "${tmpdir}/probe.data" | grep -q CALLCHAIN_DEFERRED; then
+	echo "Skip: the kernel cannot defer user callchains"
+	cleanup
+	exit 2
+fi
+
+# A one-page buffer and a short period: records get lost. The default views
+# read it whole; the marks show where records were lost.
+test_lossy() {
+	local data="${tmpdir}/lossy.data" lost=0 period deferred joined unresolved ambiguous
+
+	echo "A lossy recording through the default perf report and perf script"
+	for period in 20000 10000 5000; do
+		perf record -q -m 1 -e cpu-clock -c "${period}" --call-graph fp,defer \
+			-o "${data}" -- perf test -w syscallchain 1 2>/dev/null || true
+		perf script -i "${data}" >/dev/null 2>"${tmpdir}/lossy.summary" || true
+		lost=$(summary "${tmpdir}/lossy.summary" "lost records")
+		[ "${lost:-0}" -gt 0 ] && break
+	done
+	if [ "${lost:-0}" -eq 0 ]; then
+		fail "no record was lost with a one-page buffer"
+		return
+	fi
+	run "${tmpdir}/lossy.report" report --stdio -i "${data}" || true
+	run "${tmpdir}/lossy.report" report --stdio --no-children -G -i "${data}" || true
+	if run "${tmpdir}/lossy.script" script -i "${data}"; then
+		deferred=$(summary "${tmpdir}/lossy.script.err" "deferred samples")
+		joined=$(summary "${tmpdir}/lossy.script.err" "joined")
+		unresolved=$(summary "${tmpdir}/lossy.script.err" "unresolved samples")
+		ambiguous=$(summary "${tmpdir}/lossy.script.err" "ambiguous joins")
+		[ "$((joined + unresolved))" -eq "${deferred}" ] ||
+			fail "joined ${joined} + unresolved ${unresolved} != deferred ${deferred}"
+		# every unresolved or ambiguous sample shows its mark
+		[ "$(grep -c '\[user stack unresolved\]' "${tmpdir}/lossy.script")" -eq \
+			"${unresolved}" ] || fail "not ${unresolved} unresolved marks"
+		[ "$(grep -c '\[user stack ambiguous\]' "${tmpdir}/lossy.script")" -eq \
+			"${ambiguous}" ] || fail "not ${ambiguous} ambiguous marks"
+		[ "$((unresolved + ambiguous))" -gt 0 ] ||
+			fail "${lost} records lost, yet no sample unresolved or ambiguous"
+		echo "  ${lost} lost: ${deferred} deferred, ${unresolved} unresolved, ${ambiguous} ambiguous"
+	fi
+	run "${tmpdir}/lossy.script" script -F +srcline,+symoff -i "${data}" || true
+}
+
+# Samples of many threads, each of them joined when its record comes: every
+# tool still gets them in time order.
+test_time_order() {
+	local data="${tmpdir}/threads.data" times
+
+	echo "Samples of many threads in time order"
+	perf record -q -e cpu-clock -F 4000 --call-graph fp,defer -o "${data}" \
+		-- perf bench sched messaging -t -g 2 -l 100 >/dev/null 2>&1 || true
+	run "${tmpdir}/threads.out" script -F tid,time --ns -i "${data}" || return
+	times=$(awk '{ sub(":", "", $2); print $2 }' "${tmpdir}/threads.out")
+	if [ "$(wc -l <<<"${times}")" -lt 100 ]; then
+		fail "only $(wc -l <<<"${times}") samples"
+	elif [ "${times}" != "$(sort -n <<<"${times}")" ]; then
+		fail "samples out of time order"
+	fi
+	joined=$(summary "${tmpdir}/threads.out.err" "joined")
+	[ "${joined:-0}" -gt 0 ] || fail "no sample joined"
+	threads=$(awk '{ print $1 }' "${tmpdir}/threads.out" | sort -u | wc -l)
+	[ "${threads}" -gt 4 ] || fail "samples of ${threads} threads only"
+}
+
+# perf sched and perf kwork read tracepoint samples in time order.
+test_sched() {
+	local data="${tmpdir}/sched.data" cmd
+
+	echo "perf sched and perf kwork over deferred tracepoint samples"
+	if ! perf record -q -a -e sched:sched_switch -e sched:sched_wakeup \
+		-e sched:sched_wakeup_new -e sched:sched_migrate_task \
+		-e irq:softirq_entry -e irq:softirq_exit -e irq:softirq_raise \
+		--call-graph fp,defer -o "${data}" \
+		-- perf bench sched messaging -g 2 -l 50 >/dev/null 2>"${tmpdir}/sched.err"; then
+		fail "perf record of sched and irq tracepoints"
+		tail -n 3 "${tmpdir}/sched.err"
+		return
+	fi
+	perf evlist -v -i "${data}" | grep -q CALLCHAIN_DEFERRED ||
+		fail "tracepoint samples not deferred"
+	for cmd in "sched latency" "sched map" "sched timehist" "kwork report" \
+		"kwork latency" "kwork timehist"; do
+		# shellcheck disable=SC2086 # the subcommand splits on purpose
+		if run "${tmpdir}/sched.out" ${cmd} -i "${data}" &&
+			grep -q "delta < 0\|out of order" "${tmpdir}/sched.out" "${tmpdir}/sched.out.err"; then
+			fail "perf ${cmd}: events out of order"
+		fi
+	done
+}
+
+test_lossy
+test_time_order
+test_sched
+
+cleanup
+exit ${err}
