@@ -24,6 +24,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,31 +53,24 @@ u64 deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
 
 int deferred_callchain__parse_queue_size(const char *str)
 {
+	static const char units[] = "kmg";
+	unsigned int shift = 0;
+	const char *unit;
 	char *end;
 	u64 size;
 
 	errno = 0;
 	size = strtoull(str, &end, 0);
-	switch (tolower(*end)) {
-	case 'g':
-		size <<= 10;
-		fallthrough;
-	case 'm':
-		size <<= 10;
-		fallthrough;
-	case 'k':
-		size <<= 10;
+	if (*end && (unit = strchr(units, tolower(*end))) != NULL) {
+		shift = 10 * (unit - units + 1);
 		end++;
-		break;
-	default:
-		break;
 	}
-	if (errno || end == str || *end || !size) {
+	if (!isdigit(*str) || errno || *end || !size || size > (ULLONG_MAX >> shift)) {
 		pr_err("Invalid deferred callchain queue size: '%s' (a size in bytes, k, m or g)\n",
 		       str);
 		return -1;
 	}
-	deferred_callchain_queue_size = size;
+	deferred_callchain_queue_size = size << shift;
 	return 0;
 }
 

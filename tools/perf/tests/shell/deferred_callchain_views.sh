@@ -216,7 +216,7 @@ test_inject() {
 test_memory() {
 	local nr=300000 sample_size=72 wait_kb joined_kb extra
 	local script='import resource, subprocess, sys
-subprocess.run(sys.argv[1:], stdin=open(sys.argv[-1]), stdout=subprocess.DEVNULL,
+subprocess.run(sys.argv[1:-1], stdin=open(sys.argv[-1]), stdout=subprocess.DEVNULL,
                stderr=subprocess.DEVNULL, check=True)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)'
 
