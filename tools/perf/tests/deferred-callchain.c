@@ -857,6 +857,58 @@ static int records_without_tid(struct engine *e)
 }
 
 /*
+ * A file's index: the records known before any event is read, each sample
+ * is joined (forward, backward, ambiguous across a loss's time) or
+ * unresolved the moment it comes, and nothing is held.
+ */
+static int indexed_file(struct engine *e)
+{
+	const struct expect exp[] = {
+		{ 10, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+		{ 20, JOINED | AMBIGUOUS, IPS(CTX_K, KIP3, CTX_U, UIP3) },
+		{ 35, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP1, UIP2) },
+		{ 60, UNRESOLVED, IPS(CTX_K, KIP1) },
+		/* another thread's cookie */
+		{ 70, UNRESOLVED, IPS(CTX_K, KIP3) },
+	};
+	const struct deferred_callchain_stats *stats = &e->dc.stats;
+	union perf_event records[3];
+
+	ENGINE_OK(deferred_callchains__index_record(&e->dc,
+		record__build(&records[0], PID, TID1, 30, COOKIE1, &stack_a), TID1, 30));
+	ENGINE_OK(deferred_callchains__index_record(&e->dc,
+		record__build(&records[1], PID, TID2, 50, COOKIE2, &stack_b), TID2, 50));
+	/* never used: an orphan */
+	ENGINE_OK(deferred_callchains__index_record(&e->dc,
+		record__build(&records[2], PID, TID4, 80, COOKIE4, &stack_b), TID4, 80));
+	ENGINE_OK(deferred_callchains__index_lost(&e->dc, 40));
+	ENGINE_OK(deferred_callchains__index_done(&e->dc));
+
+	ENGINE_OK(engine__sample(e, TID1, 10, COOKIE1, &kernel_a));
+	TEST_ASSERT_VAL("joined at once", e->nr == 1);
+	ENGINE_OK(engine__sample(e, TID2, 20, COOKIE2, &kernel_b));
+	TEST_ASSERT_VAL("joined at once", e->nr == 2);
+	ENGINE_OK(engine__record(e, TID1, 30, COOKIE1, &stack_a));
+	ENGINE_OK(engine__sample(e, TID1, 35, COOKIE1, &kernel_c));
+	ENGINE_OK(engine__lost(e, 40, 2));
+	ENGINE_OK(engine__record(e, TID2, 50, COOKIE2, &stack_b));
+	ENGINE_OK(engine__sample(e, TID3, 60, COOKIE3, &kernel_c));
+	TEST_ASSERT_VAL("unresolved at once", e->nr == 4);
+	ENGINE_OK(engine__sample(e, TID1, 70, COOKIE2, &kernel_b));
+	ENGINE_OK(engine__record(e, TID4, 80, COOKIE4, &stack_b));
+	TEST_ASSERT_VAL("nothing held", list_empty(&e->dc.queue) && !e->dc.nr_waiting);
+	TEST_ASSERT_VAL("records and a loss handed on", e->nr_other == 4);
+	ENGINE_OK(deferred_callchains__flush(&e->dc));
+
+	TEST_ASSERT_VAL("indexed", engine__check(e, exp, ARRAY_SIZE(exp)) == TEST_OK);
+	TEST_ASSERT_VAL("joined", stats->joined == 3 && stats->backward == 1 &&
+			stats->ambiguous == 1 && stats->unresolved == 2);
+	TEST_ASSERT_VAL("records", stats->records == 3 && stats->orphans == 1);
+	TEST_ASSERT_VAL("lost", stats->lost == 2);
+	return TEST_OK;
+}
+
+/*
  * Session level: pipe streams written to a file and read back as a pipe,
  * the way 'perf record -o - > file; perf script -i - < file' does.
  */
@@ -2041,6 +2093,7 @@ ENGINE_TEST(stats)
 ENGINE_TEST(copies)
 ENGINE_TEST(queue_cap)
 ENGINE_TEST(records_without_tid)
+ENGINE_TEST(indexed_file)
 
 /*
  * A byte-swapped sample's raw data is swapped back in place in whole u64s,
@@ -2243,11 +2296,20 @@ static int deferredstream__views(struct stream *s)
 
 static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
 {
+	struct perf_event_header round = {
+		.type = PERF_RECORD_FINISHED_ROUND,
+		.size = sizeof(round),
+	};
+
 	stream__comm(s, TID1, 20, "deferred-wait");
 	if (joined)
 		stream__record(s, TID1, 99, COOKIE1, &stack_a);
-	for (unsigned long i = 0; i < nr && !s->failed; i++)
+	for (unsigned long i = 0; i < nr && !s->failed; i++) {
 		stream__sample(s, TID1, 100 + i, COOKIE1, &kernel_a);
+		/* rounds, as perf record writes them: the reader frees as it goes */
+		if (i % 1000 == 999)
+			stream__write(s, &round, sizeof(round));
+	}
 	if (!joined)
 		stream__record(s, TID1, 100 + nr, COOKIE1, &stack_a);
 	return s->failed ? -EIO : 0;
@@ -2295,6 +2357,7 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: events are copied", copies),
 	TEST_CASE("Deferred callchain: the queue's memory cap", queue_cap),
 	TEST_CASE("Deferred callchain: records without tid", records_without_tid),
+	TEST_CASE("Deferred callchain: a file's index of records", indexed_file),
 	TEST_CASE("Deferred callchain: session, pipe mode", session_pipe),
 	TEST_CASE("Deferred callchain: session, byte-swapped pipe", session_swapped),
 	TEST_CASE("Deferred callchain: session, byte-swapped samples with raw data",

@@ -332,6 +332,162 @@ static int deferred_callchains__pass(struct deferred_callchains *dc,
 	return deferred_callchains__trim(dc);
 }
 
+/* A record of the file's index. */
+struct deferred_indexed {
+	struct deferred_indexed		*next;	/* same cookie, other tid */
+	const union perf_event		*record;
+	u64				time;
+	u32				tid;
+	bool				used;
+};
+
+static size_t cookie_hash(long key, void *ctx __maybe_unused)
+{
+	return key ^ (key >> 32);
+}
+
+int deferred_callchains__index_record(struct deferred_callchains *dc,
+				      const union perf_event *record, u32 tid, u64 time)
+{
+	u64 cookie = record->callchain_deferred.cookie;
+	struct deferred_indexed *indexed, *first = NULL;
+
+	if (!dc->index) {
+		dc->index = hashmap__new(cookie_hash, tid_equal, NULL);
+		if (IS_ERR(dc->index)) {
+			dc->index = NULL;
+			return -ENOMEM;
+		}
+	}
+	indexed = zalloc(sizeof(*indexed));
+	if (!indexed)
+		return -ENOMEM;
+	indexed->record = record;
+	indexed->time = time;
+	indexed->tid = tid;
+	if (hashmap__find(dc->index, cookie, &first)) {
+		/* one cookie, one stay, one task: another tid is a wrapped counter */
+		indexed->next = first->next;
+		first->next = indexed;
+		return 0;
+	}
+	if (hashmap__add(dc->index, cookie, indexed)) {
+		free(indexed);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time)
+{
+	if (dc->nr_lost_times == dc->lost_times_size) {
+		size_t size = dc->lost_times_size ? 2 * dc->lost_times_size : 64;
+		u64 *times = realloc(dc->lost_times, size * sizeof(*times));
+
+		if (!times)
+			return -ENOMEM;
+		dc->lost_times = times;
+		dc->lost_times_size = size;
+	}
+	dc->lost_times[dc->nr_lost_times++] = time;
+	return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	u64 l = *(const u64 *)a, r = *(const u64 *)b;
+
+	return l < r ? -1 : l > r;
+}
+
+int deferred_callchains__index_done(struct deferred_callchains *dc)
+{
+	/* a file without records is indexed too: its samples never wait */
+	if (!dc->index) {
+		dc->index = hashmap__new(cookie_hash, tid_equal, NULL);
+		if (IS_ERR(dc->index)) {
+			dc->index = NULL;
+			return -ENOMEM;
+		}
+	}
+	qsort(dc->lost_times, dc->nr_lost_times, sizeof(u64), u64_cmp);
+	return 0;
+}
+
+/* The losses up to @time, from the sorted times. */
+static size_t deferred_callchains__lost_before(struct deferred_callchains *dc, u64 time)
+{
+	size_t lo = 0, hi = dc->nr_lost_times;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (dc->lost_times[mid] <= time)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* With the index: the sample's record is known, or will never come. */
+static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
+					       union perf_event *event,
+					       struct perf_sample *sample,
+					       union perf_event *copy, u64 file_offset,
+					       const char *file_path)
+{
+	unsigned int flags = DEFERRED_CALLCHAIN__UNRESOLVED;
+	struct deferred_indexed *indexed = NULL;
+	const union perf_event *record = NULL;
+	int err;
+
+	if (sample->tid != (u32)-1 &&
+	    hashmap__find(dc->index, sample->deferred_cookie, &indexed)) {
+		while (indexed && indexed->tid != sample->tid)
+			indexed = indexed->next;
+	}
+	if (indexed) {
+		u64 from = min(sample->time, indexed->time), to = max(sample->time, indexed->time);
+
+		flags = DEFERRED_CALLCHAIN__JOINED;
+		if (indexed->time < sample->time)
+			flags |= DEFERRED_CALLCHAIN__BACKWARD;
+		if (deferred_callchains__lost_before(dc, to) !=
+		    deferred_callchains__lost_before(dc, from))
+			flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
+		indexed->used = true;
+		record = indexed->record;
+	}
+	deferred_callchains__count(dc, flags);
+	free(copy);
+	err = dc->deliver(dc, event, sample, record, flags, file_offset, file_path);
+	return err;
+}
+
+void deferred_callchains__index_free(struct deferred_callchains *dc)
+{
+	struct hashmap_entry *entry;
+	size_t bkt;
+
+	if (dc->index) {
+		hashmap__for_each_entry(dc->index, entry, bkt) {
+			struct deferred_indexed *indexed = entry->pvalue;
+
+			while (indexed) {
+				struct deferred_indexed *next = indexed->next;
+
+				free(indexed);
+				indexed = next;
+			}
+		}
+		hashmap__free(dc->index);
+		dc->index = NULL;
+	}
+	zfree(&dc->lost_times);
+	dc->nr_lost_times = dc->lost_times_size = 0;
+}
+
 static int deferred_callchains__sample(struct deferred_callchains *dc,
 				       union perf_event *event, struct perf_sample *sample,
 				       union perf_event *copy, u64 file_offset,
@@ -342,6 +498,10 @@ static int deferred_callchains__sample(struct deferred_callchains *dc,
 	unsigned int flags;
 
 	dc->stats.deferred++;
+
+	if (dc->index)
+		return deferred_callchains__sample_indexed(dc, event, sample, copy,
+							   file_offset, file_path);
 
 	/* Without a tid on both sides, no record can ever be this sample's. */
 	if (sample->tid == (u32)-1 || dc->records_have_no_tid) {
@@ -390,6 +550,9 @@ static int deferred_callchains__record(struct deferred_callchains *dc,
 	}
 
 	dc->stats.records++;
+	/* indexed: the samples found it already, or will */
+	if (dc->index)
+		goto pass;
 	thread = deferred_thread__findnew(dc, sample->tid);
 	record = deferred_record__new(event);
 	if (!thread || !record) {
@@ -431,6 +594,20 @@ static void deferred_callchains__thread_exit(struct deferred_callchains *dc, u32
 		deferred_thread__end(dc, thread);
 }
 
+bool deferred_callchain__lost_records(const union perf_event *event,
+				      const struct perf_sample *sample)
+{
+	if (event->header.type == PERF_RECORD_LOST)
+		return true;
+	/*
+	 * Samples a BPF filter dropped on purpose, or perf record's totals at
+	 * the end (no time), say nothing of where records went missing.
+	 */
+	return event->header.type == PERF_RECORD_LOST_SAMPLES &&
+	       !(event->header.misc & PERF_RECORD_MISC_LOST_SAMPLES_BPF) &&
+	       sample->time && sample->time != (u64)-1;
+}
+
 int deferred_callchains__event(struct deferred_callchains *dc,
 			       union perf_event *event, struct perf_sample *sample,
 			       union perf_event *copy, u64 file_offset,
@@ -449,22 +626,16 @@ int deferred_callchains__event(struct deferred_callchains *dc,
 						   file_offset, file_path);
 	case PERF_RECORD_EXIT:
 		/* the thread's waiting samples go out before its exit */
-		deferred_callchains__thread_exit(dc, event->fork.tid);
+		if (!dc->index)
+			deferred_callchains__thread_exit(dc, event->fork.tid);
 		err = deferred_callchains__pass(dc, event, sample, copy, NULL, 0, 0,
 						file_offset, file_path, NULL);
 		return err ?: deferred_callchains__drain(dc);
 	case PERF_RECORD_LOST:
-		dc->lost_generation++;
-		dc->stats.lost += event->lost.lost;
-		break;
 	case PERF_RECORD_LOST_SAMPLES:
-		/*
-		 * Samples a BPF filter dropped on purpose, or perf record's
-		 * totals at the end (no time), say nothing of where records
-		 * went missing.
-		 */
-		if (!(event->header.misc & PERF_RECORD_MISC_LOST_SAMPLES_BPF) &&
-		    sample->time && sample->time != (u64)-1)
+		if (event->header.type == PERF_RECORD_LOST)
+			dc->stats.lost += event->lost.lost;
+		if (deferred_callchain__lost_records(event, sample))
 			dc->lost_generation++;
 		break;
 	default:
@@ -482,6 +653,18 @@ int deferred_callchains__flush(struct deferred_callchains *dc)
 	if (!dc->threads)
 		return 0;
 
+	/* records of the index that no sample used */
+	if (dc->index) {
+		hashmap__for_each_entry(dc->index, entry, bkt) {
+			for (struct deferred_indexed *indexed = entry->pvalue; indexed;
+			     indexed = indexed->next) {
+				if (!indexed->used)
+					dc->stats.orphans++;
+			}
+		}
+		deferred_callchains__index_free(dc);
+	}
+
 	hashmap__for_each_entry_safe(dc->threads, entry, tmp, bkt) {
 		struct deferred_thread *thread = entry->pvalue;
 
@@ -498,6 +681,7 @@ void deferred_callchains__exit(struct deferred_callchains *dc)
 	struct hashmap_entry *entry;
 	size_t bkt;
 
+	deferred_callchains__index_free(dc);
 	if (!dc->threads)
 		return;
 

@@ -91,6 +91,15 @@ struct deferred_callchains {
 	u64				nr_waiting;
 	/* no sample_id_all: records have no tid, so nothing can be joined */
 	bool				records_have_no_tid;
+	/*
+	 * A file's records, indexed before its events are read: cookie ->
+	 * struct deferred_indexed, and the times of its losses, sorted. With
+	 * it, a sample is joined (or not) the moment it comes: nothing waits.
+	 */
+	struct hashmap			*index;
+	u64				*lost_times;
+	size_t				nr_lost_times;
+	size_t				lost_times_size;
 	struct deferred_callchain_stats	stats;
 	deferred_callchain_deliver_fn	deliver;
 	void				*priv;
@@ -109,8 +118,23 @@ int deferred_callchains__event(struct deferred_callchains *dc,
 			       union perf_event *event, struct perf_sample *sample,
 			       union perf_event *copy, u64 file_offset,
 			       const char *file_path);
+/* A loss that may have taken records: joins across it are ambiguous. */
+bool deferred_callchain__lost_records(const union perf_event *event,
+				      const struct perf_sample *sample);
+
 /* The end of the data: what still waits is delivered unresolved. */
 int deferred_callchains__flush(struct deferred_callchains *dc);
+
+/*
+ * Indexing a file before reading its events: every record (which must stay
+ * where it is until deferred_callchains__exit()), with its tid and time,
+ * and the time of every loss; then the index is done and used.
+ */
+int deferred_callchains__index_record(struct deferred_callchains *dc,
+				      const union perf_event *record, u32 tid, u64 time);
+int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time);
+int deferred_callchains__index_done(struct deferred_callchains *dc);
+void deferred_callchains__index_free(struct deferred_callchains *dc);
 
 struct evlist;
 
