@@ -11,28 +11,12 @@
 
 set -e
 
-err=0
-tmpdir=$(mktemp -d /tmp/__perf_test.deferred_views.XXXXX)
+deferred_test=deferred_views
+# shellcheck source=lib/deferred_callchain.sh
+. "$(dirname "$0")"/lib/deferred_callchain.sh
+
 unresolved="[user stack unresolved]"
 ambiguous="[user stack ambiguous]"
-
-cleanup() {
-	rm -rf "${tmpdir}"
-	trap - EXIT TERM INT
-}
-
-# shellcheck disable=SC2317 # called by the trap
-trap_cleanup() {
-	echo "Unexpected signal in ${FUNCNAME[1]}"
-	cleanup
-	exit 1
-}
-trap trap_cleanup EXIT TERM INT
-
-fail() {
-	echo "FAIL: $*"
-	err=1
-}
 
 # Runs one perf command on an input (a pipe stream if it ends in .pipe);
 # a crash, a sanitizer report or an error fails.

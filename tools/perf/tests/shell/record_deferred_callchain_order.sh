@@ -9,30 +9,9 @@
 
 set -e
 
-err=0
-tmpdir=$(mktemp -d /tmp/__perf_test.deferred_order.XXXXX)
-
-cleanup() {
-	rm -rf "${tmpdir}"
-	trap - EXIT TERM INT
-}
-
-# shellcheck disable=SC2317 # called by the trap
-trap_cleanup() {
-	echo "Unexpected signal in ${FUNCNAME[1]}"
-	cleanup
-	exit 1
-}
-trap trap_cleanup EXIT TERM INT
-
-fail() {
-	echo "  FAIL: $*"
-	err=1
-}
-
-summary() {
-	awk -v name="$2" '$0 ~ "^ *" name ":" { print $NF }' "$1"
-}
+deferred_test=deferred_order
+# shellcheck source=lib/deferred_callchain.sh
+. "$(dirname "$0")"/lib/deferred_callchain.sh
 
 # Runs perf; a crash or an error fails, with the end of its stderr.
 run() {
