@@ -126,6 +126,11 @@ test_script() {
 		[ "$(grep -c PERF_RECORD_CALLCHAIN_DEFERRED "${out}")" -ne 1 ]; then
 		fail "perf script --no-merge-callchains --tid 1003: not 1 record"
 	fi
+	# read as written, nothing is joined: perf says so
+	if view "perf script --show-round-events" "${out}" "${input}" script --show-round-events &&
+		! grep -q "deferred user callchains are not joined" "${out}.err"; then
+		fail "perf script --show-round-events: no word that stacks are not joined"
+	fi
 	view "perf report -D" "${out}" "${input}" report -D || true
 	view "perf annotate" "${out}" "${input}" annotate --stdio || true
 	return 0
@@ -207,6 +212,49 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)'
 	fi
 }
 
+# perf inject --merge-callchains keeps the input's rounds, whether the
+# samples join from a file's index or wait in a pipe's queue for a record
+# that comes last.
+test_inject_rounds() {
+	local input rounds
+
+	perf test -w deferredstream wait 5000 >"${tmpdir}/rounds.pipe"
+	perf inject -i - -o "${tmpdir}/rounds.data" <"${tmpdir}/rounds.pipe"
+	for input in rounds.data rounds.pipe; do
+		if ! view "perf inject --merge-callchains (${input})" "${tmpdir}/inject" \
+			"${tmpdir}/${input}" inject --merge-callchains -o "${tmpdir}/merged_rounds.data"; then
+			continue
+		fi
+		rounds=$(perf report --stats -i "${tmpdir}/merged_rounds.data" 2>/dev/null |
+			awk '/FINISHED_ROUND events:/ { print $3 }')
+		[ "${rounds}" = 5 ] ||
+			fail "perf inject --merge-callchains (${input}): ${rounds:-no} rounds, not 5"
+		[ "$(perf script -i "${tmpdir}/merged_rounds.data" -F tid 2>/dev/null | wc -l)" = 5000 ] ||
+			fail "perf inject --merge-callchains (${input}): not 5000 samples"
+	done
+	return 0
+}
+
+# On a kernel without the feature, perf record says so and records fp.
+test_fallback() {
+	local data="${tmpdir}/fallback.data"
+
+	if ! perf record -e cpu-clock -c 100000 --call-graph fp,defer -o "${data}" \
+		-- true >/dev/null 2>"${tmpdir}/fallback.err"; then
+		echo "perf record cannot sample here: fallback not checked"
+		return 0
+	fi
+	if perf evlist -v -i "${data}" | grep -q CALLCHAIN_DEFERRED; then
+		# this kernel defers: nothing to fall back from
+		return 0
+	fi
+	grep -q "The kernel cannot defer user callchains: recording plain fp callchains" \
+		"${tmpdir}/fallback.err" || fail "perf record fell back to fp without a word"
+	perf evlist -v -i "${data}" | grep -q "sample_type: .*CALLCHAIN" ||
+		fail "perf record fell back without callchains"
+	return 0
+}
+
 # A waiting sample costs its event's bytes plus at most 128: the peak memory
 # of 300k samples that wait, less that of the same samples joined at once.
 # A pipe holds them in the join's queue (the stream has rounds, so the
@@ -246,7 +294,9 @@ for input in "${tmpdir}/views.data" "${tmpdir}/views.pipe"; do
 	test_scripting "${input}"
 done
 test_inject
+test_inject_rounds
 test_memory
+test_fallback
 
 cleanup
 exit ${err}
