@@ -682,6 +682,8 @@ void deferred_callchains__exit(struct deferred_callchains *dc)
 	size_t bkt;
 
 	deferred_callchains__index_free(dc);
+	zfree(&dc->chain);
+	dc->chain_size = 0;
 	if (!dc->threads)
 		return;
 
@@ -708,18 +710,22 @@ bool evlist__has_deferred_callchains(struct evlist *evlist)
 	return false;
 }
 
-struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
-					      const union perf_event *record)
+static u64 deferred_callchain__joined_nr(const struct ip_callchain *kernel,
+					const union perf_event *record)
+{
+	u64 nr_user = record->callchain_deferred.nr;
+
+	return (kernel ? kernel->nr : 0) + (nr_user ? 1 + nr_user : 0);
+}
+
+static void deferred_callchain__join_to(struct ip_callchain *chain,
+					const struct ip_callchain *kernel,
+					const union perf_event *record)
 {
 	u64 nr_kernel = kernel ? kernel->nr : 0;
 	u64 nr_user = record->callchain_deferred.nr;
-	u64 nr = nr_kernel + (nr_user ? 1 + nr_user : 0);
-	struct ip_callchain *chain = malloc(sizeof(*chain) + nr * sizeof(u64));
 
-	if (!chain)
-		return NULL;
-
-	chain->nr = nr;
+	chain->nr = deferred_callchain__joined_nr(kernel, record);
 	if (nr_kernel)
 		memcpy(chain->ips, kernel->ips, nr_kernel * sizeof(u64));
 	if (nr_user) {
@@ -728,7 +734,36 @@ struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 		memcpy(&chain->ips[nr_kernel + 1], record->callchain_deferred.ips,
 		       nr_user * sizeof(u64));
 	}
+}
+
+struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
+					      const union perf_event *record)
+{
+	u64 nr = deferred_callchain__joined_nr(kernel, record);
+	struct ip_callchain *chain = malloc(sizeof(*chain) + nr * sizeof(u64));
+
+	if (chain)
+		deferred_callchain__join_to(chain, kernel, record);
 	return chain;
+}
+
+struct ip_callchain *deferred_callchains__join(struct deferred_callchains *dc,
+					       const struct ip_callchain *kernel,
+					       const union perf_event *record)
+{
+	u64 nr = deferred_callchain__joined_nr(kernel, record);
+
+	if (nr > dc->chain_size) {
+		struct ip_callchain *chain = realloc(dc->chain,
+						     sizeof(*chain) + nr * sizeof(u64));
+
+		if (!chain)
+			return NULL;
+		dc->chain = chain;
+		dc->chain_size = nr;
+	}
+	deferred_callchain__join_to(dc->chain, kernel, record);
+	return dc->chain;
 }
 
 /*

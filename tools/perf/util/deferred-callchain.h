@@ -100,6 +100,9 @@ struct deferred_callchains {
 	u64				*lost_times;
 	size_t				nr_lost_times;
 	size_t				lost_times_size;
+	/* the chain of the sample being delivered joined */
+	struct ip_callchain		*chain;
+	u64				chain_size;
 	struct deferred_callchain_stats	stats;
 	deferred_callchain_deliver_fn	deliver;
 	void				*priv;
@@ -141,8 +144,13 @@ struct evlist;
 /* Whether an event asks for deferred callchains: else no join, no cost. */
 bool evlist__has_deferred_callchains(struct evlist *evlist);
 
+/* The joined chain: kernel part, PERF_CONTEXT_USER, the record's; to free */
 struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 					      const union perf_event *record);
+/* The same, valid until the next call */
+struct ip_callchain *deferred_callchains__join(struct deferred_callchains *dc,
+					       const struct ip_callchain *kernel,
+					       const union perf_event *record);
 
 /* "[user stack unresolved]", "[user stack ambiguous]" or NULL */
 const char *deferred_callchain__mark(const struct perf_sample *sample);
