@@ -872,15 +872,27 @@ static int indexed_file(struct engine *e)
 		{ 70, UNRESOLVED, IPS(CTX_K, KIP3) },
 	};
 	const struct deferred_callchain_stats *stats = &e->dc.stats;
-	union perf_event records[3];
+	static const struct {
+		u32			tid;
+		u64			time, cookie;
+		const struct ips	*stack;
+	} indexed[] = {
+		{ TID1, 30, COOKIE1, &stack_a },
+		{ TID2, 50, COOKIE2, &stack_b },
+		/* never used: an orphan */
+		{ TID4, 80, COOKIE4, &stack_b },
+	};
+	union perf_event records[ARRAY_SIZE(indexed)];
 
-	ENGINE_OK(deferred_callchains__index_record(&e->dc,
-		record__build(&records[0], PID, TID1, 30, COOKIE1, &stack_a), TID1, 30));
-	ENGINE_OK(deferred_callchains__index_record(&e->dc,
-		record__build(&records[1], PID, TID2, 50, COOKIE2, &stack_b), TID2, 50));
-	/* never used: an orphan */
-	ENGINE_OK(deferred_callchains__index_record(&e->dc,
-		record__build(&records[2], PID, TID4, 80, COOKIE4, &stack_b), TID4, 80));
+	for (size_t i = 0; i < ARRAY_SIZE(indexed); i++) {
+		union perf_event *record = record__build(&records[i], PID, indexed[i].tid,
+							 indexed[i].time, indexed[i].cookie,
+							 indexed[i].stack);
+
+		TEST_ASSERT_VAL("record", record);
+		ENGINE_OK(deferred_callchains__index_record(&e->dc, record, indexed[i].tid,
+							    indexed[i].time));
+	}
 	ENGINE_OK(deferred_callchains__index_lost(&e->dc, 40));
 	ENGINE_OK(deferred_callchains__index_done(&e->dc));
 

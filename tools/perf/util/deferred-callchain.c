@@ -61,7 +61,8 @@ int deferred_callchain__parse_queue_size(const char *str)
 
 	errno = 0;
 	size = strtoull(str, &end, 0);
-	if (*end && (unit = strchr(units, tolower(*end))) != NULL) {
+	unit = *end ? strchr(units, tolower(*end)) : NULL;
+	if (unit) {
 		shift = 10 * (unit - units + 1);
 		end++;
 	}
@@ -485,7 +486,8 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 		dc->index = NULL;
 	}
 	zfree(&dc->lost_times);
-	dc->nr_lost_times = dc->lost_times_size = 0;
+	dc->nr_lost_times = 0;
+	dc->lost_times_size = 0;
 }
 
 static int deferred_callchains__sample(struct deferred_callchains *dc,
@@ -711,7 +713,7 @@ bool evlist__has_deferred_callchains(struct evlist *evlist)
 }
 
 static u64 deferred_callchain__joined_nr(const struct ip_callchain *kernel,
-					const union perf_event *record)
+					 const union perf_event *record)
 {
 	u64 nr_user = record->callchain_deferred.nr;
 

@@ -70,9 +70,10 @@ int deferred_callchain__parse_queue_size(const char *str);
 int parse_deferred_callchain_queue_size(const struct option *opt, const char *str,
 					int unset);
 
+#define DEFER_QUEUE_SIZE_HELP	\
+	"memory for events held behind samples waiting for their deferred callchain (256M)"
 #define OPT_DEFER_QUEUE_SIZE()							\
-	OPT_CALLBACK(0, "defer-queue-size", NULL, "size",			\
-		     "memory for the events held behind samples that wait for their deferred callchain (default: 256M)", \
+	OPT_CALLBACK(0, "defer-queue-size", NULL, "size", DEFER_QUEUE_SIZE_HELP,	\
 		     parse_deferred_callchain_queue_size)
 
 struct deferred_callchains {

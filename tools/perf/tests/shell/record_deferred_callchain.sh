@@ -209,7 +209,9 @@ test_pipe() {
 		err=1
 	fi
 	if ! grep -q syscallchain_top "${tmpdir}/pipe.out"; then
-		echo "  no joined user stack through the pipe"
+		echo "  no joined user stack through the pipe; summary and first samples:"
+		cat "${tmpdir}/pipe.summary"
+		awk -v RS= 'NR <= 3' "${tmpdir}/pipe.out"
 		err=1
 	fi
 }
