@@ -73,19 +73,31 @@ test_lossy() {
 }
 
 # Samples of many threads, each of them joined when its record comes: every
-# tool still gets them in time order.
+# tool still gets them in time order. perf's own sort cannot place an event
+# written to its buffer after a later round was flushed (a vCPU the host
+# stopped mid-write does that under TCG); it counts them ("N out of order
+# events recorded"). Each such event starts at most one inversion in the
+# output: any more came from the join.
 test_time_order() {
-	local data="${tmpdir}/threads.data" times
+	local data="${tmpdir}/threads.data" inversions late
 
 	echo "Samples of many threads in time order"
 	perf record -q -e cpu-clock -F 4000 --call-graph fp,defer -o "${data}" \
 		-- perf bench sched messaging -t -g 2 -l 100 >/dev/null 2>&1 || true
 	run "${tmpdir}/threads.out" script -F tid,time --ns -i "${data}" || return
-	times=$(awk '{ sub(":", "", $2); print $2 }' "${tmpdir}/threads.out")
-	if [ "$(wc -l <<<"${times}")" -lt 100 ]; then
-		fail "only $(wc -l <<<"${times}") samples"
-	elif [ "${times}" != "$(sort -n <<<"${times}")" ]; then
-		fail "samples out of time order"
+	if [ "$(wc -l <"${tmpdir}/threads.out")" -lt 100 ]; then
+		fail "only $(wc -l <"${tmpdir}/threads.out") samples"
+	fi
+	# times as integers of ns: awk's doubles would round them
+	inversions=$(awk '{ t = $2; sub(":", "", t); sub("\\.", "", t)
+		if (NR > 1 && (length(t) < length(last) ||
+			       (length(t) == length(last) && (t "") < (last "")))) {
+			print "  " prev " -> " $0 >"/dev/stderr"; n++
+		}
+		last = t; prev = $0 } END { print n + 0 }' "${tmpdir}/threads.out")
+	late=$(awk '/out of order events recorded/ { print $1 }' "${tmpdir}/threads.out.err")
+	if [ "${inversions}" -gt "${late:-0}" ]; then
+		fail "${inversions} samples out of time order, perf sorted ${late:-0} late"
 	fi
 	joined=$(summary "${tmpdir}/threads.out.err" "joined")
 	[ "${joined:-0}" -gt 0 ] || fail "no sample joined"
