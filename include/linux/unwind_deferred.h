@@ -10,7 +10,9 @@
 #define _LINUX_UNWIND_DEFERRED_H
 
 #include <linux/list.h>
+#include <linux/percpu-defs.h>
 #include <linux/sched.h>
+#include <linux/sizes.h>
 #include <linux/unwind_deferred_types.h>
 
 /**
@@ -49,8 +51,11 @@ struct unwind_consumer {
 /* The most consumers registered at once. */
 #define UNWIND_MAX_CONSUMERS	16
 
-/* The deepest user stack walked; deeper frames are cut. */
-#define UNWIND_MAX_ENTRIES	512
+/*
+ * The deepest user stack walked; deeper frames are cut. The walk cache (a
+ * cookie, a count and these entries) is one 4 KiB allocation.
+ */
+#define UNWIND_MAX_ENTRIES	((SZ_4K - 2 * sizeof(u64)) / sizeof(unsigned long))
 
 #ifdef CONFIG_UNWIND_DEFERRED
 
@@ -70,12 +75,31 @@ void unwind_deferred_end_stay(void);
 extern atomic_t unwind_deferred_walks;
 #endif
 
+DECLARE_PER_CPU(bool, unwind_exit_work_ran);
+
 /*
- * On the return to user space, after the exit work ran, interrupts off:
- * the kernel stay ends, and with it the cookie. One test of one word when
- * nobody asked for anything in this stay.
+ * The return to user space of the task on this CPU is past its exit work,
+ * with interrupts off until user mode: a request from anything traced from
+ * here on but an NMI is too late to be deferred (unwind_deferred_request()).
+ * raw_cpu_*(): nothing here may be instrumented, and nothing can migrate.
  */
-static __always_inline void unwind_exit_to_user_mode(void)
+static __always_inline void unwind_exit_work_done(void)
+{
+	raw_cpu_write(unwind_exit_work_ran, true);
+}
+
+/* The very end of the return to user space, after the last traced code. */
+static __always_inline void unwind_exit_work_reset(void)
+{
+	raw_cpu_write(unwind_exit_work_ran, false);
+}
+
+/*
+ * On the return to user space, interrupts off, after the interrupts-on
+ * tracing and lockdep hooks: the kernel stay ends, and with it the cookie.
+ * One test of one word when nobody asked for anything in this stay.
+ */
+static __always_inline void unwind_reset_info(void)
 {
 	if (unlikely(READ_ONCE(current->unwind_info.cookie)))
 		unwind_deferred_end_stay();
@@ -102,7 +126,9 @@ static inline void unwind_task_init(struct task_struct *task) {}
 static inline void unwind_task_free(struct task_struct *task) {}
 static inline void unwind_deferred_task_exit(struct task_struct *task) {}
 static inline void unwind_deferred_task_exec(struct task_struct *task) {}
-static inline void unwind_exit_to_user_mode(void) {}
+static inline void unwind_exit_work_done(void) {}
+static inline void unwind_exit_work_reset(void) {}
+static inline void unwind_reset_info(void) {}
 
 #endif /* CONFIG_UNWIND_DEFERRED */
 

@@ -16,16 +16,17 @@ struct unwind_cache;
  *		asks; the only word tested on the return to user space
  * @pending:	consumers that asked and were not called back yet, and
  *		UNWIND_QUEUED while the task work is queued
- * @served:	consumers called back in the stay of @served_cookie
- * @served_cookie: the stay @served belongs to
+ * @served:	consumers called back in the stay of the cached walk
+ *		(valid while @cache's cookie is @cookie)
  * @cache:	the last walk, allocated on first use
  * @work:	the task work that walks and calls the consumers back
+ *
+ * 48 bytes on 64-bit: keep it so (Documentation/core-api/unwind_deferred.rst).
  */
 struct unwind_task_info {
 	u64			cookie;
 	unsigned long		pending;
 	unsigned long		served;
-	u64			served_cookie;
 	struct unwind_cache	*cache;
 	struct callback_head	work;
 };

@@ -9,7 +9,7 @@
  * user space the work walks the user stack once, caches it for the rest of
  * the stay, and calls back every consumer that asked, once each, with the
  * stack and the cookie. The cookie ends at the very end of the return to
- * user space (unwind_exit_to_user_mode()).
+ * user space (unwind_reset_info()).
  *
  * The per-task state is touched by the task itself and by interrupts and
  * NMIs on the CPU it runs on, never by another CPU: compiler ordering and
@@ -31,12 +31,20 @@
 
 static_assert(UNWIND_MAX_CONSUMERS < BITS_PER_LONG);
 
-/* The last walk of a task, and the stay it belongs to. */
+/*
+ * The last walk of a task, and the stay it belongs to; the consumers
+ * called back in that stay are unwind_task_info::served.
+ */
 struct unwind_cache {
 	u64		cookie;
 	unsigned int	nr;
-	unsigned long	entries[UNWIND_MAX_ENTRIES];
+	unsigned long	entries[];
 };
+
+/* One 4 KiB allocation, not the 8 KiB slab one byte more would take. */
+#define UNWIND_CACHE_SIZE	SZ_4K
+static_assert(struct_size_t(struct unwind_cache, entries, UNWIND_MAX_ENTRIES) <=
+	      UNWIND_CACHE_SIZE);
 
 static DEFINE_MUTEX(consumers_mutex);
 static LIST_HEAD(consumers);
@@ -44,6 +52,9 @@ static unsigned long consumer_slots;
 DEFINE_STATIC_SRCU(consumers_srcu);
 
 static DEFINE_PER_CPU(u32, unwind_cookie_counter);
+
+/* Set from the end of the exit work to user mode (unwind_exit_work_done()). */
+DEFINE_PER_CPU(bool, unwind_exit_work_ran);
 
 #ifdef CONFIG_TEST_UNWIND_DEFERRED
 atomic_t unwind_deferred_walks = ATOMIC_INIT(0);
@@ -102,7 +113,7 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 	trace->nr = 0;
 	trace->entries = NULL;
 	if (!cache) {
-		cache = kmalloc(sizeof(*cache), GFP_KERNEL);
+		cache = kmalloc(UNWIND_CACHE_SIZE, GFP_KERNEL);
 		if (!cache)
 			return;
 		cache->cookie = 0;
@@ -110,8 +121,11 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 	}
 
 	if (cache->cookie != cookie) {
+		/* A new stay: nobody is served in it yet. */
+		WRITE_ONCE(info->served, 0);
+		barrier();
 		cache->nr = unwind_user_walk(cache->entries, UNWIND_MAX_ENTRIES);
-		cache->cookie = cookie;
+		WRITE_ONCE(cache->cookie, cookie);
 #ifdef CONFIG_TEST_UNWIND_DEFERRED
 		atomic_inc(&unwind_deferred_walks);
 #endif
@@ -135,12 +149,6 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	/* Taken again only when exec ended the stay under a request (NMI). */
 	cookie = unwind_stay_cookie(info);
 	unwind_cached_walk(info, cookie, &trace);
-
-	if (info->served_cookie != cookie) {
-		WRITE_ONCE(info->served, 0);
-		barrier();
-		WRITE_ONCE(info->served_cookie, cookie);
-	}
 
 	/*
 	 * Mark the consumers served before they leave ->pending, so a request
@@ -189,6 +197,40 @@ static bool in_uprobe_handler(struct task_struct *task)
 #endif
 }
 
+/* Whether the callback of @bit already ran in the stay of @cookie. */
+static bool unwind_served(struct unwind_task_info *info, u64 cookie,
+			  unsigned long bit)
+{
+	struct unwind_cache *cache = READ_ONCE(info->cache);
+
+	return cache && READ_ONCE(cache->cookie) == cookie &&
+	       (READ_ONCE(info->served) & bit);
+}
+
+/*
+ * A request on the way out, past the exit work: only the stay's cookie, if
+ * the callback ran or is due in it; too late otherwise (the caller walks in
+ * place), for deferring would start a stay that the task carries into user
+ * space and ends with another stack.
+ */
+static int unwind_late_request(struct unwind_task_info *info,
+			       unsigned long bit, u64 *cookie)
+{
+	u64 stay = READ_ONCE(info->cookie);
+
+	if (!stay)
+		return -EAGAIN;
+	if (unwind_served(info, stay, bit)) {
+		*cookie = stay;
+		return 1;
+	}
+	if (READ_ONCE(info->pending) & bit) {
+		*cookie = stay;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
 /**
  * unwind_deferred_request - ask for the current task's user stack
  * @consumer:	a registered consumer
@@ -204,8 +246,9 @@ static bool in_uprobe_handler(struct task_struct *task)
  * Return: 0 when the callback is queued (or was already), 1 when the
  * callback already ran in this stay (the same @cookie, nothing queued),
  * -EINVAL for a task that has no user stack to walk (kernel threads, user
- * workers, exiting tasks), -EBUSY in a uprobe handler (walk the stack
- * there), -ENOENT for a consumer that is not registered, -ESRCH when the
+ * workers, exiting tasks), -EBUSY in a uprobe handler, -EAGAIN on the way
+ * back to user space past the exit work (walk the stack in place in both
+ * cases), -ENOENT for a consumer that is not registered, -ESRCH when the
  * task work could not be queued.
  * *@cookie is 0 on error.
  */
@@ -227,10 +270,12 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 		return -EBUSY;
 
 	bit = BIT(slot);
-	*cookie = unwind_stay_cookie(info);
+	/* Interrupts off: the flag is this CPU's, and so is the task. */
+	if (!in_nmi() && irqs_disabled() && raw_cpu_read(unwind_exit_work_ran))
+		return unwind_late_request(info, bit, cookie);
 
-	if (READ_ONCE(info->served_cookie) == *cookie &&
-	    (READ_ONCE(info->served) & bit))
+	*cookie = unwind_stay_cookie(info);
+	if (unwind_served(info, *cookie, bit))
 		return 1;
 
 	old = READ_ONCE(info->pending);
@@ -242,15 +287,15 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 		return 0;
 
 	/*
-	 * The return to user space after an NMI runs no exit work:
-	 * TWA_NMI_CURRENT raises a self-interrupt whose return does. The same
-	 * goes for a request with interrupts off, which may come after the
-	 * exit work ran (a tracepoint on the way out): without the interrupt
-	 * the walk would wait for the next kernel entry, another stack.
-	 * Requests come from perf samples taken under raw locks: no
-	 * allocation (KASAN's aux stack) either.
+	 * The return to user space after an NMI runs no exit work, and an
+	 * NMI may come past the exit work of the task's return:
+	 * TWA_NMI_CURRENT raises a self-interrupt whose return runs it.
+	 * Anything else (an interrupt, the task itself) came before the exit
+	 * work (see above), which will run it: no interrupt needed. Requests
+	 * come from perf samples taken under raw locks: no allocation
+	 * (KASAN's aux stack) either.
 	 */
-	if (in_nmi() || irqs_disabled())
+	if (in_nmi())
 		ret = task_work_add(task, &info->work, TWA_NMI_CURRENT);
 	else
 		ret = task_work_add(task, &info->work,
@@ -331,7 +376,7 @@ EXPORT_SYMBOL_GPL(unwind_deferred_unregister);
  * unwind_deferred_end_stay - end the kernel stay of the current task
  *
  * Context: the very end of the return to user space, interrupts off,
- * through unwind_exit_to_user_mode() (only when the stay has a cookie).
+ * through unwind_reset_info() (only when the stay has a cookie).
  *
  * The next request takes a new cookie. A run that is still due (asked for
  * from an NMI after the exit work, see TWA_NMI_CURRENT) keeps the stay
@@ -360,7 +405,6 @@ void unwind_deferred_end_stay(void)
 	 * The stay is over: forget what it served and walked, so that its
 	 * cookie, should a CPU's counter wrap round to it, is a new stay.
 	 */
-	WRITE_ONCE(info->served_cookie, 0);
 	if (info->cache)
 		info->cache->cookie = 0;
 }
