@@ -1,0 +1,1214 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * PERF_SAMPLE_CALLCHAIN_DEFERRED: progress, and which ring buffers get the
+ * PERF_RECORD_CALLCHAIN_DEFERRED records.
+ *
+ * - A sample taken on the task's very way out to user space (the
+ *   preemptirq:irq_enable tracepoint fires there, after the exit work)
+ *   must not start a new round of deferred work: the task finishes, such
+ *   a sample has cookie 0 and an in-place user walk, or the cookie of the
+ *   stay it belongs to when that stay was served already.
+ * - A sample whose own interrupt's exit runs the deferred work costs no
+ *   self-interrupt (the IWI line of /proc/interrupts).
+ * - Every ring buffer that observes the task gets exactly one record per
+ *   cookie, with more than 16 buffers and with events sharing a buffer,
+ *   and a shared buffer's record is cut by the largest sample_max_stack of
+ *   its events, whichever event the kernel meets first.
+ *
+ * Build with frame pointers and no sibling calls (see Makefile).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include "../kselftest_harness.h"
+#include "deferred_ring.h"
+
+#define MAX_KEEP_RECORDS	200000	/* stop copying out a runaway buffer */
+#define ZERO_CHUNK		(1024 * 1024)	/* readv() of /dev/zero: iovec size */
+#define ZERO_MAX		(256 * ZERO_CHUNK)	/* ... and the most per call */
+#define SPIN_CAL_LOOPS		1000000
+
+/* irq_enable_tracepoint_makes_progress */
+#define TP_SYSCALLS		1000
+#define TP_DATA_PAGES		512
+#define TP_ROUNDS		3
+#define TP_MORE_ROUNDS_UNTIL	8.0	/* s into the test: start another round */
+#define TP_LIVELOCK_SECONDS	20.0	/* one run; the harness gives a test 30 s */
+#define TP_BUDGET_SECONDS	27.0	/* the whole test */
+#define TP_MAX_SLOWDOWN		2	/* deferred time / plain time, at most */
+
+/* no_self_interrupt_per_deferred_sample */
+#define IWI_PERIOD_NS		100000
+#define IWI_CPU_SECONDS		1.0
+#define IWI_WALL_SECONDS	5.0
+#define IWI_DATA_PAGES		256
+#define IWI_SPIN_SECONDS	0.00005
+#define IWI_READ		(64 << 10)
+#define IWI_MIN_DEFERRED	100
+#define IWI_MAX_PER_10_SAMPLES	1	/* extra IWIs per deferred sample < 0.1 */
+
+/* every_buffer_gets_one_record */
+#define NR_BUFFERS		20	/* more than the 16 the old table held */
+#define FANOUT_PERIOD_NS	2000000
+#define FANOUT_DATA_PAGES	16
+#define FANOUT_ITERATIONS	30
+#define FANOUT_READ_SECONDS	0.004	/* each readv(): 2 samples per event */
+#define FANOUT_SPIN_SECONDS	0.0005
+#define FANOUT_WALL_SECONDS	10.0
+
+/* shared_buffer_capped_by_largest_max_stack */
+#define DEPTH			40	/* recursion at the system call */
+#define SMALL_MAX_STACK		4
+#define LARGE_MAX_STACK		32	/* < DEPTH: the walk is always cut */
+#define CAP_PERIOD_NS		200000
+#define CAP_DATA_PAGES		64
+#define CAP_READ_SECONDS	0.002
+#define CAP_WANT_RECORDS	20
+#define CAP_WALL_SECONDS	3.0
+
+/*
+ * A system call made right here, without a libc frame. The user IP at
+ * kernel entry, the instruction after "syscall", is stored in "where"
+ * before entering.
+ */
+#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
+	register long __r10 asm("r10") = (long)(a3);			\
+	register long __r8 asm("r8") = (long)(a4);			\
+	register long __r9 asm("r9") = (long)(a5);			\
+	long __ret;							\
+									\
+	asm volatile("lea 1f(%%rip), %%rcx\n\t"				\
+		     "mov %%rcx, %1\n\t"				\
+		     "syscall\n"					\
+		     "1:"						\
+		     : "=a" (__ret), "=m" (where)			\
+		     : "0" ((long)(nr)), "D" ((long)(a0)),		\
+		       "S" ((long)(a1)), "d" ((long)(a2)),		\
+		       "r" (__r10), "r" (__r8), "r" (__r9)		\
+		     : "rcx", "r11", "memory");				\
+	__ret;								\
+})
+
+static pid_t gettid_(void)
+{
+	return syscall(SYS_gettid);
+}
+
+static struct perf_event_attr clock_attr(__u64 config, bool deferred, __u64 period)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= config,
+		.sample_period	= period,
+		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
+		.sample_id_all	= 1,
+		.disabled	= 1,
+	};
+
+	if (deferred)
+		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	return attr;
+}
+
+static void open_ring(struct __test_metadata *_metadata, struct ring *r,
+		      struct perf_event_attr *attr, pid_t pid, int cpu,
+		      size_t pages)
+{
+	int fd = perf_open(attr, pid, cpu);
+
+	ASSERT_LE(0, fd) TH_LOG("perf_event_open(pid %d, cpu %d): %s",
+				pid, cpu, strerror(errno));
+	ASSERT_EQ(0, ring_map(r, fd, attr, pages))
+		TH_LOG("mmap of %zu data pages: %s", pages, strerror(errno));
+}
+
+static void close_ring(struct ring *r)
+{
+	int fd = r->fd;
+
+	ring_unmap(r);
+	close(fd);
+}
+
+static bool has_user_context(const struct ring_record *rr)
+{
+	__u64 i;
+
+	for (i = 0; i < rr->nr; i++)
+		if (rr->ips[i] == PERF_CONTEXT_USER)
+			return true;
+	return false;
+}
+
+static const char *cookie_problem(__u64 cookie)
+{
+	__u32 cpu1 = (__u32)cookie;
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+
+	if (cpu1 < 1 || cpu1 > cpus)
+		return "bits 0..31 are not cpu+1 of a CPU of this machine";
+	if (!((cookie >> 32) & 1))
+		return "bits 32..63 are not odd";
+	return NULL;
+}
+
+static double thread_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Spin in user mode for "loops" rounds of a two-instruction loop. */
+static __attribute__((noipa)) void spin_user(unsigned long loops)
+{
+	if (!loops)
+		return;
+	asm volatile("1:\tdec %0\n\t"
+		     "jnz 1b"
+		     : "+r" (loops) : : "cc");
+}
+
+/* The number of spin_user() loops that take about "seconds". */
+static unsigned long spin_loops(double seconds)
+{
+	double t;
+
+	spin_user(SPIN_CAL_LOOPS);
+	t = ring_now();
+	spin_user(SPIN_CAL_LOOPS);
+	t = ring_now() - t;
+	if (t <= 0)
+		return SPIN_CAL_LOOPS;
+	return SPIN_CAL_LOOPS * seconds / t + 1;
+}
+
+/* readv() of /dev/zero sized to take about a given time: a long kernel stay. */
+struct zero_reader {
+	int fd;
+	char *buf;
+	struct iovec *iov;
+	int iovcnt;
+	size_t len;
+};
+
+static void zero_init(struct __test_metadata *_metadata, struct zero_reader *z,
+		      double seconds)
+{
+	double t;
+	int i;
+
+	memset(z, 0, sizeof(*z));
+	z->fd = open("/dev/zero", O_RDONLY);
+	ASSERT_LE(0, z->fd) TH_LOG("/dev/zero: %s", strerror(errno));
+	z->buf = malloc(ZERO_CHUNK);
+	ASSERT_NE(NULL, z->buf);
+	memset(z->buf, 1, ZERO_CHUNK);	/* no page faults while sampled */
+	ASSERT_EQ(ZERO_CHUNK, read(z->fd, z->buf, ZERO_CHUNK))
+		TH_LOG("read of /dev/zero: %s", strerror(errno));
+	t = ring_now();
+	ASSERT_EQ(ZERO_CHUNK, read(z->fd, z->buf, ZERO_CHUNK))
+		TH_LOG("read of /dev/zero: %s", strerror(errno));
+	t = ring_now() - t;
+
+	z->iovcnt = t > 0 ? seconds / t + 1 : ZERO_MAX / ZERO_CHUNK;
+	if (z->iovcnt > ZERO_MAX / ZERO_CHUNK)
+		z->iovcnt = ZERO_MAX / ZERO_CHUNK;
+	z->iov = calloc(z->iovcnt, sizeof(*z->iov));
+	ASSERT_NE(NULL, z->iov);
+	for (i = 0; i < z->iovcnt; i++) {
+		z->iov[i].iov_base = z->buf;
+		z->iov[i].iov_len = ZERO_CHUNK;
+	}
+	z->len = (size_t)z->iovcnt * ZERO_CHUNK;
+}
+
+static void zero_fini(struct zero_reader *z)
+{
+	free(z->iov);
+	free(z->buf);
+	close(z->fd);
+}
+
+/* The number of interrupt work interrupts (self-IPIs) so far; -1: none. */
+static long long iwi_count(void)
+{
+	char *line = NULL, *p, *end;
+	long long sum = -1, v;
+	size_t cap = 0;
+	FILE *f;
+
+	f = fopen("/proc/interrupts", "r");
+	if (!f)
+		return -1;
+	while (getline(&line, &cap, f) > 0) {
+		p = line + strspn(line, " ");
+		if (strncmp(p, "IWI:", 4))
+			continue;
+		/* One column per CPU, then the description. */
+		sum = 0;
+		for (p += 4;; p = end) {
+			v = strtoll(p, &end, 10);
+			if (end == p)
+				break;
+			sum += v;
+		}
+		break;
+	}
+	free(line);
+	fclose(f);
+	return sum;
+}
+
+/* How the samples of one thread and the records of one buffer turned out. */
+struct ring_stats {
+	size_t samples;		/* of the thread */
+	size_t deferred;	/* cookie != 0 */
+	size_t deferred_user;	/* ... that interrupted user mode */
+	size_t inline_user;	/* cookie 0, user part walked in place */
+	size_t backward;	/* sampled after its cookie's record */
+	size_t records;		/* PERF_RECORD_CALLCHAIN_DEFERRED */
+	size_t lost;		/* PERF_RECORD_LOST */
+	size_t unfinished;	/* samples of the stay the event stopped in */
+	/* problems; the first of each kind is described */
+	size_t zero_no_user;	/* cookie 0 but no user part */
+	size_t user_with_cookie; /* cookie and a user part */
+	size_t bad_cookie;	/* not odd << 32 | cpu + 1 */
+	size_t dup;		/* cookies with more than one record */
+	size_t missing;		/* samples whose cookie has no record */
+	char zero_msg[128];
+	char user_msg[128];
+	char cookie_msg[128];
+	char dup_msg[128];
+	char missing_msg[128];
+};
+
+struct cookie_ref {
+	__u64 cookie;
+	size_t idx;		/* in ring.rec[] */
+};
+
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct cookie_ref *x = a, *y = b;
+
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* First of the sorted refs[0..n) with this cookie, n if none. */
+static size_t find_ref(const struct cookie_ref *refs, size_t n, __u64 cookie)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (refs[mid].cookie < cookie)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && refs[lo].cookie == cookie ? lo : n;
+}
+
+/* The records of r sorted by cookie, in *refs; returns how many. */
+static size_t sorted_records(const struct ring *r, struct cookie_ref **refs)
+{
+	size_t i, n = 0;
+
+	*refs = calloc(r->nr_rec + 1, sizeof(**refs));
+	if (!*refs)
+		return 0;
+	for (i = 0; i < r->nr_rec; i++) {
+		if (r->rec[i].type != PERF_RECORD_CALLCHAIN_DEFERRED)
+			continue;
+		(*refs)[n].cookie = r->rec[i].cookie;
+		(*refs)[n++].idx = i;
+	}
+	qsort(*refs, n, sizeof(**refs), cmp_ref);
+	return n;
+}
+
+/* The cookie of the last sample of tid in the buffer, 0 if none. */
+static __u64 last_cookie(const struct ring *r, pid_t tid)
+{
+	size_t i;
+
+	for (i = r->nr_rec; i-- > 0;) {
+		if (r->rec[i].type == PERF_RECORD_SAMPLE &&
+		    r->rec[i].tid == (__u32)tid)
+			return r->rec[i].cookie;
+	}
+	return 0;
+}
+
+/*
+ * Count the samples of tid and the records in r, and what is wrong with
+ * them: a cookie-0 sample must carry its user part, a deferred one must
+ * not, a cookie must be well formed, and have exactly one record in the
+ * buffer. The stay in which the event stopped may have none (a disabled
+ * event gets nothing), and a lost record may be the one missing.
+ */
+static void analyze_ring(struct __test_metadata *_metadata,
+			 const struct ring *r, pid_t tid, struct ring_stats *st)
+{
+	__u64 stopped = last_cookie(r, tid);
+	struct cookie_ref *refs;
+	size_t nrefs, i, j, k;
+	const char *why;
+	bool user;
+
+	memset(st, 0, sizeof(*st));
+	nrefs = sorted_records(r, &refs);
+	ASSERT_NE(NULL, refs);
+	st->records = nrefs;
+	for (i = 0; i < r->nr_rec; i++)
+		st->lost += r->rec[i].type == PERF_RECORD_LOST;
+
+	for (i = 0; i < nrefs; i = j) {
+		for (j = i + 1; j < nrefs && refs[j].cookie == refs[i].cookie; j++)
+			;
+		if (j - i > 1 && !st->dup++)
+			snprintf(st->dup_msg, sizeof(st->dup_msg),
+				 "cookie %#llx has %zu records",
+				 (unsigned long long)refs[i].cookie, j - i);
+	}
+
+	for (i = 0; i < r->nr_rec; i++) {
+		const struct ring_record *s = &r->rec[i];
+
+		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)tid)
+			continue;
+		st->samples++;
+		user = has_user_context(s);
+		if (!s->cookie) {
+			if (user)
+				st->inline_user++;
+			else if (!st->zero_no_user++)
+				snprintf(st->zero_msg, sizeof(st->zero_msg),
+					 "sample %zu at ip %#llx, %llu ips", i,
+					 (unsigned long long)s->ip,
+					 (unsigned long long)s->nr);
+			continue;
+		}
+		st->deferred++;
+		if ((s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER)
+			st->deferred_user++;
+		if (user && !st->user_with_cookie++)
+			snprintf(st->user_msg, sizeof(st->user_msg),
+				 "sample %zu, cookie %#llx", i,
+				 (unsigned long long)s->cookie);
+		why = cookie_problem(s->cookie);
+		if (why && !st->bad_cookie++)
+			snprintf(st->cookie_msg, sizeof(st->cookie_msg),
+				 "cookie %#llx: %s", (unsigned long long)s->cookie, why);
+
+		k = find_ref(refs, nrefs, s->cookie);
+		if (k < nrefs) {
+			st->backward += refs[k].idx < i;
+			continue;
+		}
+		if (s->cookie == stopped)
+			st->unfinished++;
+		else if (!st->lost && !st->missing++)
+			snprintf(st->missing_msg, sizeof(st->missing_msg),
+				 "sample %zu, cookie %#llx", i,
+				 (unsigned long long)s->cookie);
+	}
+	free(refs);
+}
+
+/* Add a count of problems to a total, keeping the first description. */
+static void add_problem(size_t *total, char *total_msg, size_t n,
+			const char *msg, size_t size)
+{
+	if (n && !*total)
+		snprintf(total_msg, size, "%s", msg);
+	*total += n;
+}
+
+static void add_stats(struct ring_stats *t, const struct ring_stats *st)
+{
+	t->samples += st->samples;
+	t->deferred += st->deferred;
+	t->deferred_user += st->deferred_user;
+	t->inline_user += st->inline_user;
+	t->backward += st->backward;
+	t->records += st->records;
+	t->lost += st->lost;
+	t->unfinished += st->unfinished;
+	add_problem(&t->zero_no_user, t->zero_msg, st->zero_no_user,
+		    st->zero_msg, sizeof(t->zero_msg));
+	add_problem(&t->user_with_cookie, t->user_msg, st->user_with_cookie,
+		    st->user_msg, sizeof(t->user_msg));
+	add_problem(&t->bad_cookie, t->cookie_msg, st->bad_cookie,
+		    st->cookie_msg, sizeof(t->cookie_msg));
+	add_problem(&t->dup, t->dup_msg, st->dup, st->dup_msg, sizeof(t->dup_msg));
+	add_problem(&t->missing, t->missing_msg, st->missing, st->missing_msg,
+		    sizeof(t->missing_msg));
+}
+
+/*
+ * irq_enable_tracepoint_makes_progress: a child makes TP_SYSCALLS system
+ * calls while an event samples every preemptirq:irq_enable of it, one of
+ * which fires on each return to user space after the exit work.
+ */
+
+static const char * const tracefs_dirs[] = {
+	"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+};
+
+static long read_tracepoint_id(const char *dir, const char *event)
+{
+	char path[256];
+	long id = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/events/%s/id", dir, event);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &id) != 1)
+		id = -1;
+	fclose(f);
+	return id;
+}
+
+/* The id of a tracepoint, mounting tracefs for a moment if need be. */
+static long tracepoint_id(const char *event)
+{
+	long id = -1;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(tracefs_dirs) && id < 0; i++)
+		id = read_tracepoint_id(tracefs_dirs[i], event);
+	if (id >= 0)
+		return id;
+	if (mount("nodev", tracefs_dirs[0], "tracefs", 0, NULL))
+		return -1;
+	id = read_tracepoint_id(tracefs_dirs[0], event);
+	umount2(tracefs_dirs[0], MNT_DETACH);
+	return id;
+}
+
+/*
+ * The child: wait for the go, make the system calls, report their time,
+ * and wait for the parent (which disables the event meanwhile) to let it
+ * exit.
+ */
+static void syscall_child(int go, int done)
+{
+	double t;
+	char x;
+	int i;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(go, &x, 1) != 1)
+		_exit(126);
+	t = ring_now();
+	for (i = 0; i < TP_SYSCALLS; i++)
+		syscall(__NR_getppid);
+	t = ring_now() - t;
+	if (write(done, &t, sizeof(t)) != sizeof(t))
+		_exit(125);
+	/* EOF: the parent closed its end. */
+	if (read(go, &x, 1) != 0)
+		_exit(124);
+	_exit(0);
+}
+
+/*
+ * Wait for child until the time "deadline", then kill it; returns its wait
+ * status, -1 if it could not be waited for.
+ */
+static int reap(pid_t child, double deadline, bool *killed)
+{
+	int pidfd, status = -1;
+	struct pollfd p;
+	double left;
+	pid_t ret;
+
+	*killed = false;
+	pidfd = syscall(__NR_pidfd_open, child, 0);
+	if (pidfd >= 0) {
+		p.fd = pidfd;
+		p.events = POLLIN;
+		left = deadline - ring_now();
+		if (left < 0)
+			left = 0;
+		if (poll(&p, 1, left * 1000) == 0) {
+			kill(child, SIGKILL);
+			*killed = true;
+		}
+		close(pidfd);
+	} else {
+		/* No pidfd: look every millisecond. */
+		while (!(ret = waitpid(child, &status, WNOHANG))) {
+			if (ring_now() > deadline) {
+				kill(child, SIGKILL);
+				*killed = true;
+				break;
+			}
+			usleep(1000);
+		}
+		if (ret == child)
+			return status;
+	}
+	if (waitpid(child, &status, 0) != child)
+		return -1;
+	return status;
+}
+
+struct tp_result {
+	bool skipped;
+	char why[128];		/* of the skip */
+	double seconds;		/* the child's time for its system calls */
+	struct ring r;
+	pid_t child;
+};
+
+/*
+ * Fork the child, sample it with the irq_enable tracepoint until it made
+ * its system calls, or until "deadline" (a livelock: fail). The event is
+ * disabled before the child exits, so that its exit is not sampled.
+ */
+static void tp_run(struct __test_metadata *_metadata, __u64 id, bool deferred,
+		   double deadline, struct tp_result *res)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_TRACEPOINT,
+		.config		= id,
+		.sample_period	= 1,
+		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
+		.sample_id_all	= 1,
+	};
+	int go[2], done[2], status, fd, ret;
+	bool killed, finished;
+	struct pollfd p;
+	double start;
+	ssize_t n;
+
+	memset(res, 0, sizeof(*res));
+	if (deferred)
+		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	ASSERT_EQ(0, pipe(go)) TH_LOG("pipe: %s", strerror(errno));
+	ASSERT_EQ(0, pipe(done)) TH_LOG("pipe: %s", strerror(errno));
+	res->child = fork();
+	ASSERT_LE(0, res->child) TH_LOG("fork: %s", strerror(errno));
+	if (!res->child) {
+		close(go[1]);
+		close(done[0]);
+		syscall_child(go[0], done[1]);
+	}
+	close(go[0]);
+	close(done[1]);
+
+	fd = perf_open(&attr, res->child, -1);
+	if (fd < 0) {
+		ret = errno;
+		kill(res->child, SIGKILL);
+		waitpid(res->child, &status, 0);
+		close(go[1]);
+		close(done[0]);
+		if (ret == EACCES || ret == EPERM) {
+			res->skipped = true;
+			snprintf(res->why, sizeof(res->why),
+				 "a tracepoint event with kernel callchains needs privileges (%s)",
+				 strerror(ret));
+			return;
+		}
+		ASSERT_LE(0, fd) TH_LOG("perf_event_open(irq_enable, pid %d): %s",
+					res->child, strerror(ret));
+	}
+	ASSERT_EQ(0, ring_map(&res->r, fd, &attr, TP_DATA_PAGES))
+		TH_LOG("mmap of %d data pages: %s", TP_DATA_PAGES, strerror(errno));
+
+	ASSERT_EQ(1, write(go[1], "g", 1)) TH_LOG("write: %s", strerror(errno));
+	start = ring_now();
+	p.fd = done[0];
+	p.events = POLLIN;
+	/* Drain the buffer until the child reports, or the deadline. */
+	do {
+		ret = poll(&p, 1, 10);
+		ASSERT_TRUE(ret >= 0 || errno == EINTR)
+			TH_LOG("poll: %s", strerror(errno));
+		if (res->r.nr_rec < MAX_KEEP_RECORDS)
+			ring_drain(&res->r);
+		finished = ret > 0;
+	} while (!finished && ring_now() < deadline);
+	if (!finished) {
+		status = reap(res->child, 0, &killed);
+		ASSERT_TRUE(finished)
+			TH_LOG("livelock: %d getppid() not done in %.0f s (%s), %zu samples, %#x",
+			       TP_SYSCALLS, ring_now() - start,
+			       deferred ? "deferred" : "plain", res->r.nr_samples, status);
+	}
+	n = read(done[0], &res->seconds, sizeof(res->seconds));
+	if (n != sizeof(res->seconds)) {
+		status = reap(res->child, 0, &killed);
+		ASSERT_EQ(sizeof(res->seconds), n)
+			TH_LOG("the child ended before reporting its time, status %#x",
+			       status);
+	}
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0))
+		TH_LOG("PERF_EVENT_IOC_DISABLE: %s", strerror(errno));
+	ring_drain(&res->r);
+
+	close(go[1]);		/* let the child exit */
+	close(done[0]);
+	status = reap(res->child, ring_now() + 10, &killed);
+	ASSERT_FALSE(killed) TH_LOG("the child did not exit once let go");
+	ASSERT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x", status);
+	EXPECT_EQ(0, res->r.nr_malformed)
+		TH_LOG("expected well-formed records, saw %s", res->r.why);
+}
+
+TEST(irq_enable_tracepoint_makes_progress)
+{
+	double best[2] = { 0, 0 }, start = ring_now(), deadline;
+	struct ring_stats total = { 0 }, st;
+	struct tp_result res;
+	int round, i, mode;
+	long id;
+
+	id = tracepoint_id("preemptirq/irq_enable");
+	if (id < 0)
+		SKIP(return, "no preemptirq:irq_enable (CONFIG_PREEMPTIRQ_TRACEPOINTS)");
+
+	for (round = 0; round < TP_ROUNDS; round++) {
+		if (round && ring_now() - start > TP_MORE_ROUNDS_UNTIL)
+			break;
+		for (i = 0; i < 2; i++) {
+			/* mode 0 plain, 1 deferred; the first one alternates */
+			mode = i ^ (round & 1);
+			deadline = ring_now() + TP_LIVELOCK_SECONDS;
+			if (deadline > start + TP_BUDGET_SECONDS)
+				deadline = start + TP_BUDGET_SECONDS;
+			tp_run(_metadata, id, mode, deadline, &res);
+			if (res.skipped)
+				SKIP(return, "%s", res.why);
+			if (!round || res.seconds < best[mode])
+				best[mode] = res.seconds;
+			if (mode) {
+				analyze_ring(_metadata, &res.r, res.child, &st);
+				add_stats(&total, &st);
+			}
+			TH_LOG("round %d, %s: %d getppid() in %.3f ms, %zu samples",
+			       round, mode ? "deferred" : "plain", TP_SYSCALLS,
+			       res.seconds * 1e3, res.r.nr_samples);
+			close_ring(&res.r);
+		}
+	}
+
+	TH_LOG("deferred: %zu samples, %zu with a cookie, %zu of them after its record",
+	       total.samples, total.deferred, total.backward);
+	TH_LOG("deferred: %zu walked in place, %zu records, %zu lost, %zu unfinished",
+	       total.inline_user, total.records, total.lost, total.unfinished);
+	TH_LOG("best times: plain %.3f ms, deferred %.3f ms",
+	       best[0] * 1e3, best[1] * 1e3);
+
+	EXPECT_EQ(0, total.zero_no_user)
+		TH_LOG("want a user part in place with cookie 0, %zu had none (first: %s)",
+		       total.zero_no_user, total.zero_msg);
+	EXPECT_EQ(0, total.user_with_cookie)
+		TH_LOG("want no inline user part with a cookie, %zu had it (first: %s)",
+		       total.user_with_cookie, total.user_msg);
+	EXPECT_EQ(0, total.bad_cookie)
+		TH_LOG("want cookie = odd << 32 | cpu+1, %zu were not (first: %s)",
+		       total.bad_cookie, total.cookie_msg);
+	EXPECT_EQ(0, total.dup)
+		TH_LOG("want at most one record per cookie, %zu cookies had more (first: %s)",
+		       total.dup, total.dup_msg);
+	EXPECT_EQ(0, total.missing)
+		TH_LOG("want a record for every cookie, %zu samples had none (first: %s)",
+		       total.missing, total.missing_msg);
+	ASSERT_LE(1, total.deferred)
+		TH_LOG("expected samples with a cookie (a system call's entry), saw none of %zu",
+		       total.samples);
+	ASSERT_LE(1, total.records) TH_LOG("expected deferred records, saw none");
+	ASSERT_LE(1, total.backward)
+		TH_LOG("want samples after a served stay's walk with its cookie, none of %zu",
+		       total.deferred);
+	ASSERT_LE((long long)(best[1] * 1e6), (long long)(TP_MAX_SLOWDOWN * best[0] * 1e6))
+		TH_LOG("deferred sampling took %.3f ms, more than %d x plain sampling's %.3f ms",
+		       best[1] * 1e3, TP_MAX_SLOWDOWN, best[0] * 1e3);
+}
+
+/*
+ * no_self_interrupt_per_deferred_sample: a thread spins in user mode and
+ * reads /dev/zero, sampled by task-clock; the IWIs of the whole machine
+ * during a deferred run minus those of a plain run are the self-interrupts
+ * that deferral cost.
+ */
+struct iwi_result {
+	long long iwi;
+	double cpu;
+	struct ring_stats st;
+};
+
+static void iwi_run(struct __test_metadata *_metadata, bool deferred,
+		    unsigned long loops, struct iwi_result *res)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_TASK_CLOCK, deferred,
+						 IWI_PERIOD_NS);
+	long long before, after;
+	double cpu0, wall;
+	struct ring r;
+	char *buf;
+	int fd, i;
+
+	buf = malloc(IWI_READ);
+	ASSERT_NE(NULL, buf);
+	memset(buf, 1, IWI_READ);
+	fd = open("/dev/zero", O_RDONLY);
+	ASSERT_LE(0, fd) TH_LOG("/dev/zero: %s", strerror(errno));
+
+	/* Perf's own wakeups use irq_work too: one per full buffer. */
+	attr.watermark = 1;
+	attr.wakeup_watermark = IWI_DATA_PAGES * sysconf(_SC_PAGESIZE);
+	open_ring(_metadata, &r, &attr, 0, -1, IWI_DATA_PAGES);
+
+	before = iwi_count();
+	ASSERT_LE(0, before) TH_LOG("no IWI line in /proc/interrupts");
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0))
+		TH_LOG("PERF_EVENT_IOC_ENABLE: %s", strerror(errno));
+	cpu0 = thread_cpu_seconds();
+	wall = ring_now() + IWI_WALL_SECONDS;
+	for (i = 1;; i++) {
+		spin_user(loops);
+		ASSERT_EQ(IWI_READ, read(fd, buf, IWI_READ))
+			TH_LOG("read of /dev/zero: %s", strerror(errno));
+		if (i % 16)
+			continue;
+		ring_drain(&r);
+		res->cpu = thread_cpu_seconds() - cpu0;
+		if (res->cpu >= IWI_CPU_SECONDS || ring_now() > wall)
+			break;
+	}
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0))
+		TH_LOG("PERF_EVENT_IOC_DISABLE: %s", strerror(errno));
+	after = iwi_count();
+	ring_drain(&r);
+	EXPECT_EQ(0, r.nr_malformed)
+		TH_LOG("expected well-formed records, saw %s", r.why);
+	res->iwi = after - before;
+	analyze_ring(_metadata, &r, gettid_(), &res->st);
+
+	close_ring(&r);
+	close(fd);
+	free(buf);
+}
+
+TEST(no_self_interrupt_per_deferred_sample)
+{
+	struct iwi_result plain = { 0 }, deferred = { 0 };
+	unsigned long loops;
+	long long extra;
+
+	if (iwi_count() < 0)
+		SKIP(return, "no IWI line in /proc/interrupts");
+
+	loops = spin_loops(IWI_SPIN_SECONDS);
+	iwi_run(_metadata, false, loops, &plain);
+	iwi_run(_metadata, true, loops, &deferred);
+	extra = deferred.iwi - plain.iwi;
+
+	TH_LOG("plain: %zu samples, %lld IWIs in %.2f s of CPU",
+	       plain.st.samples, plain.iwi, plain.cpu);
+	TH_LOG("deferred: %zu samples, %zu records, %lld IWIs in %.2f s of CPU",
+	       deferred.st.samples, deferred.st.records, deferred.iwi, deferred.cpu);
+	TH_LOG("deferred: %zu with a cookie, %zu in user mode, %zu in the kernel",
+	       deferred.st.deferred, deferred.st.deferred_user,
+	       deferred.st.deferred - deferred.st.deferred_user);
+	ASSERT_LE(IWI_MIN_DEFERRED, deferred.st.deferred)
+		TH_LOG("expected at least %d samples with a cookie, saw %zu of %zu",
+		       IWI_MIN_DEFERRED, deferred.st.deferred, deferred.st.samples);
+	TH_LOG("%.3f extra IWIs per deferred sample",
+	       (double)extra / deferred.st.deferred);
+	ASSERT_LT(extra * 10, IWI_MAX_PER_10_SAMPLES * (long long)deferred.st.deferred)
+		TH_LOG("want < %.1f extra IWIs per deferred sample, %lld for %zu (%.3f each)",
+		       IWI_MAX_PER_10_SAMPLES / 10.0, extra, deferred.st.deferred,
+		       (double)extra / deferred.st.deferred);
+}
+
+/*
+ * every_buffer_gets_one_record: NR_BUFFERS buffers on this thread, each
+ * written to by two events (the second one redirected with
+ * PERF_EVENT_IOC_SET_OUTPUT), all sampling the same long system calls.
+ * Each stay's record goes to every buffer, once.
+ */
+/* Is c in the sorted v[0..n)? */
+static bool has_u64(const __u64 *v, size_t n, __u64 c)
+{
+	return bsearch(&c, v, n, sizeof(*v), cmp_u64);
+}
+
+/* The distinct cookies of the samples of tid in r, sorted; returns how many. */
+static size_t sample_cookies(const struct ring *r, pid_t tid, __u64 **v)
+{
+	size_t i, n = 0, u = 0;
+
+	*v = calloc(r->nr_samples + 1, sizeof(**v));
+	if (!*v)
+		return 0;
+	for (i = 0; i < r->nr_rec; i++)
+		if (r->rec[i].type == PERF_RECORD_SAMPLE &&
+		    r->rec[i].tid == (__u32)tid && r->rec[i].cookie && n < r->nr_samples)
+			(*v)[n++] = r->rec[i].cookie;
+	qsort(*v, n, sizeof(**v), cmp_u64);
+	for (i = 0; i < n; i++)
+		if (!u || (*v)[u - 1] != (*v)[i])
+			(*v)[u++] = (*v)[i];
+	return u;
+}
+
+/* How many records r has for cookie c; refs are its sorted records. */
+static size_t records_of(const struct cookie_ref *refs, size_t nrefs, __u64 c)
+{
+	size_t i = find_ref(refs, nrefs, c), n = 0;
+
+	while (i + n < nrefs && refs[i + n].cookie == c)
+		n++;
+	return n;
+}
+
+TEST(every_buffer_gets_one_record)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_TASK_CLOCK, true,
+						 FANOUT_PERIOD_NS);
+	size_t nall = 0, nuniq = 0, i, j, k, n, shared = 0, checked = 0;
+	int extra[NR_BUFFERS], b, dup = 0, missing = 0, no_records = 0, lost = 0;
+	char dup_msg[128] = "", missing_msg[128] = "", none_msg[64] = "";
+	struct cookie_ref *refs[NR_BUFFERS];
+	size_t nrefs[NR_BUFFERS], nmine[NR_BUFFERS];
+	__u64 *all, *mine[NR_BUFFERS], last[NR_BUFFERS];
+	bool lost_in[NR_BUFFERS];
+	pid_t tid = gettid_();
+	struct ring r[NR_BUFFERS];
+	struct zero_reader z;
+	unsigned long loops;
+	double wall;
+	long it;
+
+	zero_init(_metadata, &z, FANOUT_READ_SECONDS);
+	loops = spin_loops(FANOUT_SPIN_SECONDS);
+	for (b = 0; b < NR_BUFFERS; b++) {
+		open_ring(_metadata, &r[b], &attr, 0, -1, FANOUT_DATA_PAGES);
+		extra[b] = perf_open(&attr, 0, -1);
+		ASSERT_LE(0, extra[b])
+			TH_LOG("perf_event_open, event %d: %s", 2 * b + 1, strerror(errno));
+		ASSERT_EQ(0, ioctl(extra[b], PERF_EVENT_IOC_SET_OUTPUT, r[b].fd))
+			TH_LOG("PERF_EVENT_IOC_SET_OUTPUT: %s", strerror(errno));
+	}
+
+	/* All at once, so that every stay is seen by every buffer. */
+	ASSERT_EQ(0, prctl(PR_TASK_PERF_EVENTS_ENABLE, 0, 0, 0, 0))
+		TH_LOG("PR_TASK_PERF_EVENTS_ENABLE: %s", strerror(errno));
+	wall = ring_now() + FANOUT_WALL_SECONDS;
+	for (it = 0; it < FANOUT_ITERATIONS && ring_now() < wall; it++) {
+		ASSERT_EQ((ssize_t)z.len, readv(z.fd, z.iov, z.iovcnt))
+			TH_LOG("readv of /dev/zero: %s", strerror(errno));
+		spin_user(loops);
+		for (b = 0; b < NR_BUFFERS; b++)
+			ring_drain(&r[b]);
+	}
+	ASSERT_EQ(0, prctl(PR_TASK_PERF_EVENTS_DISABLE, 0, 0, 0, 0))
+		TH_LOG("PR_TASK_PERF_EVENTS_DISABLE: %s", strerror(errno));
+
+	for (b = 0; b < NR_BUFFERS; b++) {
+		ring_drain(&r[b]);
+		EXPECT_EQ(0, r[b].nr_malformed)
+			TH_LOG("buffer %d: expected well-formed records, saw %s",
+			       b, r[b].why);
+		nrefs[b] = sorted_records(&r[b], &refs[b]);
+		ASSERT_NE(NULL, refs[b]);
+		nmine[b] = sample_cookies(&r[b], tid, &mine[b]);
+		ASSERT_NE(NULL, mine[b]);
+		nall += nmine[b];
+		last[b] = last_cookie(&r[b], tid);
+		lost_in[b] = false;
+		for (i = 0; i < r[b].nr_rec; i++)
+			lost_in[b] |= r[b].rec[i].type == PERF_RECORD_LOST;
+		lost += lost_in[b];
+		if (!nrefs[b] && !no_records++)
+			snprintf(none_msg, sizeof(none_msg), "buffer %d of %d",
+				 b, NR_BUFFERS);
+		/* Never two records of one cookie in one buffer. */
+		for (i = 0; i < nrefs[b]; i = j) {
+			for (j = i + 1; j < nrefs[b] && refs[b][j].cookie == refs[b][i].cookie; j++)
+				;
+			if (j - i > 1 && !dup++)
+				snprintf(dup_msg, sizeof(dup_msg),
+					 "buffer %d of %d: cookie %#llx has %zu records",
+					 b, NR_BUFFERS,
+					 (unsigned long long)refs[b][i].cookie, j - i);
+		}
+	}
+
+	/* The cookies any buffer's samples carry, each once. */
+	all = calloc(nall + 1, sizeof(*all));
+	ASSERT_NE(NULL, all);
+	nall = 0;
+	for (b = 0; b < NR_BUFFERS; b++)
+		for (i = 0; i < nmine[b]; i++)
+			all[nall++] = mine[b][i];
+	qsort(all, nall, sizeof(*all), cmp_u64);
+	for (i = 0; i < nall; i++)
+		if (!nuniq || all[nuniq - 1] != all[i])
+			all[nuniq++] = all[i];
+
+	/* Each of them has its record in every buffer, sampled there or not. */
+	for (k = 0; k < nuniq; k++) {
+		bool stopped = false, anywhere = false;
+		int sampled_in = 0;
+
+		for (b = 0; b < NR_BUFFERS; b++) {
+			stopped |= last[b] == all[k];
+			anywhere |= records_of(refs[b], nrefs[b], all[k]) > 0;
+			sampled_in += has_u64(mine[b], nmine[b], all[k]);
+		}
+		/* The stay sampling stopped in: no buffer gets its record. */
+		if (stopped && !anywhere)
+			continue;
+		checked++;
+		shared += sampled_in > 1;
+		for (b = 0; b < NR_BUFFERS; b++) {
+			n = records_of(refs[b], nrefs[b], all[k]);
+			if (n || lost_in[b])
+				continue;
+			if (!missing++)
+				snprintf(missing_msg, sizeof(missing_msg),
+					 "buffer %d of %d: no record of cookie %#llx, sampled in %d buffers",
+					 b, NR_BUFFERS, (unsigned long long)all[k], sampled_in);
+		}
+	}
+
+	TH_LOG("%d buffers of 2 events: %ld reads of %zu bytes, %d buffers lost records",
+	       NR_BUFFERS, it, z.len, lost);
+	TH_LOG("%zu cookies, %zu of them sampled by events of several buffers",
+	       checked, shared);
+	ASSERT_EQ(0, no_records)
+		TH_LOG("expected records in every buffer, %d had none (first: %s)",
+		       no_records, none_msg);
+	ASSERT_LE(1, checked) TH_LOG("expected samples with a cookie, saw none");
+	EXPECT_LE(1, shared)
+		TH_LOG("expected stays sampled by events of several buffers, saw none");
+	EXPECT_EQ(0, dup)
+		TH_LOG("want one record per cookie per buffer, %d cookies had more (first: %s)",
+		       dup, dup_msg);
+	EXPECT_EQ(0, missing)
+		TH_LOG("want every stay's record in every buffer, %d missing (first: %s)",
+		       missing, missing_msg);
+
+	free(all);
+	for (b = 0; b < NR_BUFFERS; b++) {
+		free(mine[b]);
+		free(refs[b]);
+		close(extra[b]);
+		close_ring(&r[b]);
+	}
+	zero_fini(&z);
+}
+
+/*
+ * shared_buffer_capped_by_largest_max_stack: two events write into one
+ * buffer, one with sample_max_stack SMALL_MAX_STACK, one with
+ * LARGE_MAX_STACK; the thread samples a system call DEPTH frames deep.
+ */
+struct deep {
+	struct zero_reader z;
+	struct ring *r;
+	unsigned long where;	/* user IP after the readv() at the bottom */
+	unsigned long ret;	/* return address of every level but the top */
+	size_t seen;		/* records of r looked at */
+	size_t bottom;		/* records whose walk starts at the bottom */
+	double deadline;
+	long reads;
+	long err;
+};
+
+static bool deep_done(struct deep *d)
+{
+	ring_drain(d->r);
+	for (; d->seen < d->r->nr_rec; d->seen++) {
+		const struct ring_record *rr = &d->r->rec[d->seen];
+
+		d->bottom += rr->type == PERF_RECORD_CALLCHAIN_DEFERRED &&
+			     rr->nr && rr->ips[0] == d->where;
+	}
+	return d->bottom >= CAP_WANT_RECORDS || ring_now() > d->deadline;
+}
+
+static __attribute__((noipa)) long deep_call(struct deep *d, int depth)
+{
+	long ret;
+
+	if (depth) {
+		ret = deep_call(d, depth - 1);
+		return ret + 1;		/* no tail call */
+	}
+	d->ret = (unsigned long)__builtin_return_address(0);
+	do {
+		ret = raw_syscall(d->where, __NR_readv, d->z.fd, d->z.iov,
+				  d->z.iovcnt, 0, 0, 0);
+		if (ret != (long)d->z.len) {
+			d->err = ret;
+			break;
+		}
+		d->reads++;
+	} while (!deep_done(d));
+	return 0;
+}
+
+static void capped_run(struct __test_metadata *_metadata, bool small_owns)
+{
+	struct perf_event_attr small = clock_attr(PERF_COUNT_SW_TASK_CLOCK, true,
+						  CAP_PERIOD_NS);
+	struct perf_event_attr large = small;
+	struct perf_event_attr *own = small_owns ? &small : &large;
+	struct perf_event_attr *other = small_owns ? &large : &small;
+	int records = 0, bottom = 0, bad_nr = 0, bad_frames = 0, over = 0;
+	char nr_msg[128] = "", frame_msg[160] = "", over_msg[128] = "";
+	const char *order = small_owns ?
+		"the capped event owns the buffer" :
+		"the capped event is redirected into the buffer";
+	struct ring_stats st;
+	struct deep d = { 0 };
+	struct ring r;
+	size_t i;
+	__u64 k;
+	int fd;
+
+	small.sample_max_stack = SMALL_MAX_STACK;
+	large.sample_max_stack = LARGE_MAX_STACK;
+	zero_init(_metadata, &d.z, CAP_READ_SECONDS);
+	open_ring(_metadata, &r, own, 0, -1, CAP_DATA_PAGES);
+	fd = perf_open(other, 0, -1);
+	ASSERT_LE(0, fd) TH_LOG("perf_event_open, sample_max_stack %u: %s",
+				other->sample_max_stack, strerror(errno));
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r.fd))
+		TH_LOG("PERF_EVENT_IOC_SET_OUTPUT: %s", strerror(errno));
+
+	d.r = &r;
+	d.deadline = ring_now() + CAP_WALL_SECONDS;
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0));
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ENABLE, 0));
+	deep_call(&d, DEPTH);
+	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r);
+	ASSERT_EQ(0, d.err) TH_LOG("readv of /dev/zero: %ld", d.err);
+	EXPECT_EQ(0, r.nr_malformed)
+		TH_LOG("%s: expected well-formed records, saw %s", order, r.why);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *rr = &r.rec[i];
+
+		if (rr->type != PERF_RECORD_CALLCHAIN_DEFERRED)
+			continue;
+		records++;
+		if (rr->nr > LARGE_MAX_STACK && !over++)
+			snprintf(over_msg, sizeof(over_msg), "cookie %#llx: %llu ips",
+				 (unsigned long long)rr->cookie,
+				 (unsigned long long)rr->nr);
+		if (!rr->nr || rr->ips[0] != d.where)
+			continue;
+		bottom++;
+		/* DEPTH + 2 frames up there: the walk is cut at the larger cap. */
+		if (rr->nr != LARGE_MAX_STACK) {
+			if (!bad_nr++)
+				snprintf(nr_msg, sizeof(nr_msg), "cookie %#llx: %llu ips",
+					 (unsigned long long)rr->cookie,
+					 (unsigned long long)rr->nr);
+			continue;
+		}
+		for (k = 1; k < rr->nr; k++) {
+			if (rr->ips[k] == d.ret)
+				continue;
+			if (!bad_frames++)
+				snprintf(frame_msg, sizeof(frame_msg),
+					 "cookie %#llx: ips[%llu] = %#llx, expected the recursion's return address %#lx",
+					 (unsigned long long)rr->cookie,
+					 (unsigned long long)k,
+					 (unsigned long long)rr->ips[k], d.ret);
+			break;
+		}
+	}
+	analyze_ring(_metadata, &r, gettid_(), &st);
+
+	TH_LOG("%s: %zu samples, %zu with a cookie, %ld reads",
+	       order, st.samples, st.deferred, d.reads);
+	TH_LOG("%s: %d records, %d from the bottom of %d frames",
+	       order, records, bottom, DEPTH);
+	ASSERT_LE(1, bottom)
+		TH_LOG("%s: want records of the readv() at ips[0] %#lx, none of %d",
+		       order, d.where, records);
+	EXPECT_EQ(0, bad_nr)
+		TH_LOG("%s: want nr = the larger max stack %d, %d of %d differ (first: %s)",
+		       order, LARGE_MAX_STACK, bad_nr, bottom, nr_msg);
+	EXPECT_EQ(0, over)
+		TH_LOG("%s: want nr <= the larger max stack %d, %d exceed it (first: %s)",
+		       order, LARGE_MAX_STACK, over, over_msg);
+	EXPECT_EQ(0, bad_frames)
+		TH_LOG("%s: %d records differ from the recursion (first: %s)",
+		       order, bad_frames, frame_msg);
+	EXPECT_EQ(0, st.dup)
+		TH_LOG("%s: want one record per cookie, %zu cookies had more (first: %s)",
+		       order, st.dup, st.dup_msg);
+
+	close(fd);
+	close_ring(&r);
+	zero_fini(&d.z);
+}
+
+static long read_sysctl(const char *path)
+{
+	long v = -1;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+TEST(shared_buffer_capped_by_largest_max_stack)
+{
+	long max = read_sysctl("/proc/sys/kernel/perf_event_max_stack");
+
+	if (max >= 0 && max < LARGE_MAX_STACK)
+		SKIP(return, "kernel.perf_event_max_stack is %ld, below %d",
+		     max, LARGE_MAX_STACK);
+	/* The old code took the cap of whichever event it met first. */
+	capped_run(_metadata, true);
+	capped_run(_metadata, false);
+}
+
+TEST_HARNESS_MAIN
