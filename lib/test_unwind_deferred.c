@@ -491,9 +491,10 @@ static void udt_probe_exec(void *data, struct task_struct *p, pid_t old_pid,
 }
 
 /*
- * get_signal() runs the pending task work before it dequeues a signal, so
- * a request here comes after the deferred work of this stay ran: consumer
- * 0 was served already, consumer 1 was not. Called under the siglock.
+ * get_signal() runs the pending walk and ends the stay before it dequeues a
+ * signal (a handler's frame rewrites the user registers), so requests here
+ * start a new stay, walked before the frame is set up. Called under the
+ * siglock.
  */
 static void udt_probe_signal_deliver(void *data, int sig,
 				     struct kernel_siginfo *info,

@@ -67,7 +67,9 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie);
 void unwind_task_init(struct task_struct *task);
 void unwind_task_free(struct task_struct *task);
 void unwind_deferred_task_exit(struct task_struct *task);
-void unwind_deferred_task_exec(struct task_struct *task);
+void unwind_deferred_exec_begin(struct task_struct *task);
+void unwind_deferred_exec_end(struct task_struct *task);
+void unwind_deferred_user_rewrite(void);
 void unwind_deferred_end_stay(void);
 
 #ifdef CONFIG_TEST_UNWIND_DEFERRED
@@ -105,6 +107,16 @@ static __always_inline void unwind_reset_info(void)
 		unwind_deferred_end_stay();
 }
 
+/*
+ * The kernel is about to rewrite the user registers or stack of current:
+ * one test of one word when nobody asked for anything in this stay.
+ */
+static inline void unwind_user_rewrite(void)
+{
+	if (unlikely(READ_ONCE(current->unwind_info.cookie)))
+		unwind_deferred_user_rewrite();
+}
+
 #else /* !CONFIG_UNWIND_DEFERRED */
 
 static inline int unwind_deferred_register(struct unwind_consumer *consumer,
@@ -125,7 +137,9 @@ static inline int unwind_deferred_request(struct unwind_consumer *consumer,
 static inline void unwind_task_init(struct task_struct *task) {}
 static inline void unwind_task_free(struct task_struct *task) {}
 static inline void unwind_deferred_task_exit(struct task_struct *task) {}
-static inline void unwind_deferred_task_exec(struct task_struct *task) {}
+static inline void unwind_deferred_exec_begin(struct task_struct *task) {}
+static inline void unwind_deferred_exec_end(struct task_struct *task) {}
+static inline void unwind_user_rewrite(void) {}
 static inline void unwind_exit_work_done(void) {}
 static inline void unwind_exit_work_reset(void) {}
 static inline void unwind_reset_info(void) {}

@@ -29,7 +29,16 @@
 /* In unwind_task_info::pending: the task work is queued and has not run. */
 #define UNWIND_QUEUED		BIT(BITS_PER_LONG - 1)
 
+/*
+ * In unwind_task_info::cookie: no request is deferred until the stay ends
+ * (exec while de_thread() may change the task's tid). Never a real cookie,
+ * whose high half is odd.
+ */
+#define UNWIND_COOKIE_BLOCKED	1ULL
+
 static_assert(UNWIND_MAX_CONSUMERS < BITS_PER_LONG);
+/* What every task_struct carries (Documentation/core-api/unwind_deferred.rst). */
+static_assert(sizeof(struct unwind_task_info) <= 6 * sizeof(u64));
 
 /*
  * The last walk of a task, and the stay it belongs to; the consumers
@@ -74,6 +83,8 @@ static u64 unwind_stay_cookie(struct unwind_task_info *info)
 	u32 count;
 	int cpu;
 
+	if (cookie == UNWIND_COOKIE_BLOCKED)
+		return 0;
 	if (cookie)
 		return cookie;
 
@@ -90,7 +101,7 @@ static u64 unwind_stay_cookie(struct unwind_task_info *info)
 	 * both end with it.
 	 */
 	if (!try_cmpxchg64(&info->cookie, &cookie, taken))
-		return cookie;
+		return cookie == UNWIND_COOKIE_BLOCKED ? 0 : cookie;
 	return taken;
 }
 
@@ -148,6 +159,11 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 
 	/* Taken again only when exec ended the stay under a request (NMI). */
 	cookie = unwind_stay_cookie(info);
+	if (!cookie) {
+		/* Blocked meanwhile: nobody may get this stay's stack. */
+		unwind_pending_clear(info, READ_ONCE(info->pending));
+		return;
+	}
 	unwind_cached_walk(info, cookie, &trace);
 
 	/*
@@ -218,7 +234,7 @@ static int unwind_late_request(struct unwind_task_info *info,
 {
 	u64 stay = READ_ONCE(info->cookie);
 
-	if (!stay)
+	if (!stay || stay == UNWIND_COOKIE_BLOCKED)
 		return -EAGAIN;
 	if (unwind_served(info, stay, bit)) {
 		*cookie = stay;
@@ -247,9 +263,10 @@ static int unwind_late_request(struct unwind_task_info *info,
  * callback already ran in this stay (the same @cookie, nothing queued),
  * -EINVAL for a task that has no user stack to walk (kernel threads, user
  * workers, exiting tasks), -EBUSY in a uprobe handler, -EAGAIN on the way
- * back to user space past the exit work (walk the stack in place in both
- * cases), -ENOENT for a consumer that is not registered, -ESRCH when the
- * task work could not be queued.
+ * back to user space past the exit work or in an exec that is changing the
+ * task's tid (walk the stack in place in these cases), -ENOENT for a
+ * consumer that is not registered, -ESRCH when the task work could not be
+ * queued.
  * *@cookie is 0 on error.
  */
 int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
@@ -275,6 +292,8 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 		return unwind_late_request(info, bit, cookie);
 
 	*cookie = unwind_stay_cookie(info);
+	if (!*cookie)
+		return -EAGAIN;
 	if (unwind_served(info, *cookie, bit))
 		return 1;
 
@@ -447,16 +466,82 @@ void unwind_deferred_task_exit(struct task_struct *task)
 		unwind_deferred_run(info);
 }
 
+/*
+ * Run the walk pending in the current stay, against the stack its requests
+ * saw, and end the stay: @next takes the cookie's place (0, or
+ * UNWIND_COOKIE_BLOCKED).
+ */
+static void unwind_end_stay_now(struct unwind_task_info *info, u64 next)
+{
+	u64 cookie, cleared;
+
+	for (;;) {
+		cookie = READ_ONCE(info->cookie);
+		if ((READ_ONCE(info->pending) & UNWIND_QUEUED) &&
+		    task_work_cancel(current, &info->work))
+			unwind_deferred_run(info);
+		/* An NMI asked again meanwhile: run that too. */
+		if (READ_ONCE(info->pending) & UNWIND_QUEUED)
+			continue;
+		if (!try_cmpxchg64(&info->cookie, &cookie, next))
+			continue;
+		if (!(READ_ONCE(info->pending) & UNWIND_QUEUED))
+			break;
+		/*
+		 * An NMI between the test and the clear queued a run under
+		 * the ending cookie: give the cookie back and run it. One
+		 * after the clear took a new cookie (or was refused).
+		 */
+		cleared = next;
+		if (!try_cmpxchg64(&info->cookie, &cleared, cookie))
+			break;
+	}
+	if (info->cache)
+		info->cache->cookie = 0;
+}
+
 /**
- * unwind_deferred_task_exec - end the stay of a task at exec
+ * unwind_deferred_user_rewrite - the user registers or stack are rewritten
+ *
+ * Context: current, task context, may sleep and fault; through
+ * unwind_user_rewrite() (only when the stay has a cookie).
+ *
+ * Where the kernel rewrites the task's user registers or stack inside one
+ * stay (signal frame setup, rt_sigreturn, a ptrace stop, uprobe call
+ * emulation), the samples taken so far saw the old stack: the pending walk
+ * runs now, against it, and the stay ends there. A later request takes a
+ * new cookie and gets the stack the task returns to.
+ */
+void unwind_deferred_user_rewrite(void)
+{
+	unwind_end_stay_now(&current->unwind_info, 0);
+}
+
+/**
+ * unwind_deferred_exec_begin - end the stay of a task at exec
  * @task:	current, at exec's point of no return, old mm still in place
  *
  * A pending walk runs against the old image, which is what the requests
- * saw. Then the cookie ends: a request later in this execve takes a new
- * cookie and gets the new image's stack.
+ * saw, while the task still has the tid its samples carry. Then requests
+ * are walked in place (-EAGAIN) until unwind_deferred_exec_end(): de_thread()
+ * may give a thread its leader's tid, and a record written after would not
+ * carry the tid of its samples.
  */
-void unwind_deferred_task_exec(struct task_struct *task)
+void unwind_deferred_exec_begin(struct task_struct *task)
 {
-	unwind_deferred_task_exit(task);
-	WRITE_ONCE(task->unwind_info.cookie, 0);
+	unwind_end_stay_now(&task->unwind_info, UNWIND_COOKIE_BLOCKED);
+}
+
+/**
+ * unwind_deferred_exec_end - the exec's task has its final tid
+ * @task:	current, after de_thread()
+ *
+ * A request later in this execve takes a new cookie and gets the new
+ * image's stack.
+ */
+void unwind_deferred_exec_end(struct task_struct *task)
+{
+	u64 blocked = UNWIND_COOKIE_BLOCKED;
+
+	try_cmpxchg64(&task->unwind_info.cookie, &blocked, 0);
 }

@@ -617,14 +617,20 @@ static void on_sigusr1(int sig)
  * served: 1) and for the first time for consumer 1 (queued: 0). Consumer 1
  * must be called back with the same cookie and the walk already made.
  */
-TEST_F(unwind, request_after_the_work_ran_is_served_from_the_stay)
+/*
+ * A signal's frame rewrites the user registers: get_signal() runs the walk
+ * pending from tgkill() and ends the stay before it dequeues the signal.
+ * Requests at the delivery start a new stay, walked before the frame is set
+ * up: the same stack as tgkill()'s, under a new cookie.
+ */
+TEST_F(unwind, signal_delivery_ends_the_stay)
 {
 	struct sigaction sa = { .sa_handler = on_sigusr1 };
 	struct udt_result res[UDT_CONSUMERS];
 	struct udt_arm_result armed;
 	struct frames fr = { };
+	__u64 cookie, signal_cookie;
 	unsigned int i;
-	__u64 cookie;
 	long ret;
 
 	sigemptyset(&sa.sa_mask);
@@ -644,30 +650,34 @@ TEST_F(unwind, request_after_the_work_ran_is_served_from_the_stay)
 	cookie = armed.syscall_cookie;
 	EXPECT_EQ(0, armed.syscall_ret);
 	expect_cookie_shape(_metadata, cookie, (__u32)cookie - 1);
-	EXPECT_EQ(1, armed.signal_ret[0])
-		TH_LOG("consumer 0 asking again after its callback: expected 1 (served), seen %d",
-		       armed.signal_ret[0]);
-	EXPECT_EQ(0, armed.signal_ret[1])
-		TH_LOG("consumer 1 asking after the work ran: expected 0 (queued), seen %d",
-		       armed.signal_ret[1]);
+	signal_cookie = armed.signal_cookie[0];
+	EXPECT_NE(cookie, signal_cookie)
+		TH_LOG("the stay did not end at the signal: cookie %#llx at both",
+		       (unsigned long long)cookie);
+	expect_cookie_shape(_metadata, signal_cookie, (__u32)signal_cookie - 1);
 	for (i = 0; i < UDT_CONSUMERS; i++) {
-		EXPECT_EQ(cookie, armed.signal_cookie[i])
-			TH_LOG("consumer %u asking after the work: expected %#llx, seen %#llx",
-			       i, (unsigned long long)cookie,
+		EXPECT_EQ(0, armed.signal_ret[i])
+			TH_LOG("consumer %u asking in the new stay: expected 0 (queued), seen %d",
+			       i, armed.signal_ret[i]);
+		EXPECT_EQ(signal_cookie, armed.signal_cookie[i])
+			TH_LOG("consumer %u at the signal: expected %#llx, seen %#llx",
+			       i, (unsigned long long)signal_cookie,
 			       (unsigned long long)armed.signal_cookie[i]);
 	}
 
 	for (i = 0; i < UDT_CONSUMERS; i++) {
 		ASSERT_EQ(0, get_result(self->fd, i, &res[i]));
-		EXPECT_EQ(1, res[i].calls)
-			TH_LOG("consumer %u: expected 1 callback, seen %u", i, res[i].calls);
-		EXPECT_EQ(cookie, res[i].cookie);
+		EXPECT_EQ(signal_cookie, res[i].cookie);
 	}
+	EXPECT_EQ(2, res[0].calls)
+		TH_LOG("consumer 0: expected a callback per stay, seen %u", res[0].calls);
+	EXPECT_EQ(1, res[1].calls)
+		TH_LOG("consumer 1: expected 1 callback, seen %u", res[1].calls);
+	/* Before the frame: the handler is not on the stack yet. */
 	expect_frames(_metadata, &res[0], &fr);
 	expect_same_trace(_metadata, &res[0], &res[1]);
-	EXPECT_EQ(1, res[0].walks)
-		TH_LOG("the late consumer must get the stay's walk: expected 1 walk, seen %u",
-		       res[0].walks);
+	EXPECT_EQ(2, res[0].walks)
+		TH_LOG("expected a walk per stay, seen %u", res[0].walks);
 }
 
 /* Exit codes of the children of the exit and exec tests. */
