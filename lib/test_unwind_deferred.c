@@ -31,13 +31,12 @@
 #include <linux/unwind_deferred.h>
 #include <linux/wait.h>
 
-#include <asm/apic.h>
-#include <asm/irq_vectors.h>
 #include <asm/nmi.h>
 
 #include <trace/events/sched.h>
 #include <trace/events/signal.h>
 #include <trace/events/syscalls.h>
+#include <trace/events/unwind.h>
 
 #include "test_unwind_deferred_uapi.h"
 
@@ -59,7 +58,7 @@
  * Everything but @consumer is protected by udt_lock.
  */
 struct udt_consumer {
-	struct unwind_consumer	consumer;
+	struct unwind_work	consumer;
 	u32			calls;
 	u64			cookie;
 	pid_t			tid;
@@ -121,17 +120,25 @@ static struct udt_armed udt_armed;
 static LIST_HEAD(udt_waiters);
 static int udt_walks_base;
 
+/* Walks done since boot, counted from their tracepoint. */
+static atomic_t udt_walks = ATOMIC_INIT(0);
+
+static void udt_probe_walk(void *data, u64 cookie, unsigned int nr)
+{
+	atomic_inc(&udt_walks);
+}
+
 static DECLARE_WAIT_QUEUE_HEAD(udt_release_wq);
 
 /* udt_mutex serialises the probes' registration and the limit check. */
 static DEFINE_MUTEX(udt_mutex);
 static bool udt_probes_registered;
-static struct unwind_consumer udt_extra[UNWIND_MAX_CONSUMERS + 1];
+static struct unwind_work udt_extra[UNWIND_MAX_CONSUMERS + 1];
 
 /* The NMI step this CPU waits for, if any. */
 static DEFINE_PER_CPU(struct udt_call *, udt_nmi_call);
 
-static void udt_callback(struct unwind_consumer *consumer,
+static void udt_callback(struct unwind_work *consumer,
 			 struct unwind_stacktrace *trace, u64 cookie)
 {
 	struct udt_consumer *uc = container_of(consumer, struct udt_consumer,
@@ -152,7 +159,7 @@ static void udt_callback(struct unwind_consumer *consumer,
 }
 
 /* The extra consumers of the limit check are never asked for anything. */
-static void udt_extra_callback(struct unwind_consumer *consumer,
+static void udt_extra_callback(struct unwind_work *consumer,
 			       struct unwind_stacktrace *trace, u64 cookie)
 {
 	WARN_ONCE(1, "extra consumer called back\n");
@@ -161,7 +168,7 @@ static void udt_extra_callback(struct unwind_consumer *consumer,
 /* Make @step's request for current, here, in whatever context this is. */
 static void udt_request_here(struct udt_step *step)
 {
-	struct unwind_consumer *consumer = &udt_consumers[step->consumer].consumer;
+	struct unwind_work *consumer = &udt_consumers[step->consumer].consumer;
 	u64 cookie;
 
 	step->in_hardirq = !!in_hardirq();
@@ -245,11 +252,7 @@ static int udt_nmi_handler(unsigned int type, struct pt_regs *regs)
 	return NMI_HANDLED;
 }
 
-/*
- * A real NMI, sent to this CPU through its local APIC. The ICR is used
- * rather than the self-IPI shorthand, which x2APIC has for fixed vectors
- * only.
- */
+/* A real NMI, sent to this CPU through its local APIC. */
 static void udt_request_from_nmi(struct udt_step *step)
 {
 	struct udt_call call = {
@@ -259,7 +262,7 @@ static void udt_request_from_nmi(struct udt_step *step)
 
 	preempt_disable();
 	this_cpu_write(udt_nmi_call, &call);
-	__apic_send_IPI_mask(cpumask_of(smp_processor_id()), NMI_VECTOR);
+	apic_send_nmi_self();
 	if (!udt_spin_until_done(&call)) {
 		/*
 		 * If the handler has not taken the call yet, take it back so
@@ -407,7 +410,7 @@ static long udt_ioctl_result(void __user *uarg)
 	res->nr = uc->nr;
 	for (i = 0; i < UDT_MAX_ENTRIES; i++)
 		res->entries[i] = uc->entries[i];
-	res->walks = atomic_read(&unwind_deferred_walks) - udt_walks_base;
+	res->walks = atomic_read(&udt_walks) - udt_walks_base;
 	spin_unlock_irq(&udt_lock);
 
 	if (copy_to_user(uarg, res, sizeof(*res)))
@@ -441,7 +444,7 @@ static bool udt_claim(u32 want, u32 hit)
 
 static void udt_probe_sys_enter(void *data, struct pt_regs *regs, long id)
 {
-	struct unwind_consumer *consumer = &udt_consumers[0].consumer;
+	struct unwind_work *consumer = &udt_consumers[0].consumer;
 	unsigned long flags;
 	bool claimed;
 	u64 cookie;
@@ -474,7 +477,7 @@ static void udt_probe_sys_enter(void *data, struct pt_regs *regs, long id)
 static void udt_probe_exec(void *data, struct task_struct *p, pid_t old_pid,
 			   struct linux_binprm *bprm)
 {
-	struct unwind_consumer *consumer = &udt_consumers[1].consumer;
+	struct unwind_work *consumer = &udt_consumers[1].consumer;
 	unsigned long flags;
 	u64 cookie;
 	int ret;
@@ -601,10 +604,10 @@ static long udt_ioctl_arm_result(void __user *uarg)
 }
 
 /* Was @consumer registered in a slot of its own, below the limit? */
-static bool udt_slot_is_new(struct unwind_consumer *consumer,
+static bool udt_slot_is_new(struct unwind_work *consumer,
 			    unsigned long *slots)
 {
-	int slot = consumer->slot;
+	int slot = consumer->bit;
 
 	if (slot < 0 || slot >= UNWIND_MAX_CONSUMERS || test_bit(slot, slots))
 		return false;
@@ -625,7 +628,7 @@ static long udt_ioctl_limit(void __user *uarg)
 
 	mutex_lock(&udt_mutex);
 	for (n = 0; n < ARRAY_SIZE(udt_extra); n++) {
-		ret = unwind_deferred_register(&udt_extra[n], udt_extra_callback);
+		ret = unwind_deferred_init(&udt_extra[n], udt_extra_callback);
 		if (ret)
 			break;
 	}
@@ -641,22 +644,22 @@ static long udt_ioctl_limit(void __user *uarg)
 
 	/* A freed slot can be taken again, and only it. */
 	if (n && n < ARRAY_SIZE(udt_extra)) {
-		unwind_deferred_unregister(&udt_extra[n - 1]);
-		lim.reregister = unwind_deferred_register(&udt_extra[n - 1],
-							  udt_extra_callback);
+		unwind_deferred_cancel(&udt_extra[n - 1]);
+		lim.reregister = unwind_deferred_init(&udt_extra[n - 1],
+						      udt_extra_callback);
 		if (lim.reregister) {
 			n--;
 		} else {
 			lim.refusal_again =
-				unwind_deferred_register(&udt_extra[n],
-							 udt_extra_callback);
+				unwind_deferred_init(&udt_extra[n],
+						     udt_extra_callback);
 			if (!lim.refusal_again)
 				n++;
 		}
 	}
 
 	while (n--)
-		unwind_deferred_unregister(&udt_extra[n]);
+		unwind_deferred_cancel(&udt_extra[n]);
 	mutex_unlock(&udt_mutex);
 
 	if (copy_to_user(uarg, &lim, sizeof(lim)))
@@ -684,7 +687,7 @@ static long udt_ioctl_reset(void)
 	}
 	WRITE_ONCE(udt_armed.tgid, 0);
 	udt_armed.res = (struct udt_arm_result){ };
-	udt_walks_base = atomic_read(&unwind_deferred_walks);
+	udt_walks_base = atomic_read(&udt_walks);
 	spin_unlock_irq(&udt_lock);
 
 	mutex_unlock(&udt_mutex);
@@ -726,15 +729,18 @@ static int __init udt_init(void)
 	int i, ret;
 
 	for (i = 0; i < UDT_CONSUMERS; i++) {
-		ret = unwind_deferred_register(&udt_consumers[i].consumer,
-					       udt_callback);
+		ret = unwind_deferred_init(&udt_consumers[i].consumer,
+					   udt_callback);
 		if (ret)
 			goto err;
 	}
+	ret = register_trace_unwind_deferred_walk(udt_probe_walk, NULL);
+	if (ret)
+		goto err;
 	ret = register_nmi_handler(NMI_LOCAL, udt_nmi_handler, 0,
 				   "unwind_deferred_test");
 	if (ret)
-		goto err;
+		goto err_walk;
 	/*
 	 * debugfs's full proxy has no compat_ioctl, which the 32-bit tests
 	 * need; the file is never removed, so it needs no proxy.
@@ -743,9 +749,12 @@ static int __init udt_init(void)
 				   &udt_fops);
 	return 0;
 
+err_walk:
+	unregister_trace_unwind_deferred_walk(udt_probe_walk, NULL);
+	tracepoint_synchronize_unregister();
 err:
 	while (i--)
-		unwind_deferred_unregister(&udt_consumers[i].consumer);
+		unwind_deferred_cancel(&udt_consumers[i].consumer);
 	pr_err("cannot set up: %d\n", ret);
 	return ret;
 }

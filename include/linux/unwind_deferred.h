@@ -14,38 +14,29 @@
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/unwind_deferred_types.h>
+#include <linux/unwind_user_types.h>
 
-/**
- * struct unwind_stacktrace - a user stack, innermost first
- * @nr:		number of entries
- * @entries:	user addresses; entries[0] is the user IP at kernel entry
- */
-struct unwind_stacktrace {
-	unsigned int	nr;
-	unsigned long	*entries;
-};
-
-struct unwind_consumer;
+struct unwind_work;
 
 /*
  * Called in task context (may sleep, may fault) before the task returns to
  * user space, once per kernel stay for each consumer that asked in it. The
  * trace is empty when the walk found nothing; it is valid until return.
  */
-typedef void (*unwind_callback_t)(struct unwind_consumer *consumer,
+typedef void (*unwind_callback_t)(struct unwind_work *work,
 				  struct unwind_stacktrace *trace, u64 cookie);
 
 /**
- * struct unwind_consumer - a user of deferred stack walks
+ * struct unwind_work - a consumer of deferred stack walks
  * @list:	entry in the list of registered consumers
  * @func:	the callback
- * @slot:	the consumer's bit in the tasks' request masks; -1 when not
+ * @bit:	the consumer's bit in the tasks' request masks; -1 when not
  *		registered
  */
-struct unwind_consumer {
+struct unwind_work {
 	struct list_head	list;
 	unwind_callback_t	func;
-	int			slot;
+	int			bit;
 };
 
 /* The most consumers registered at once. */
@@ -59,10 +50,9 @@ struct unwind_consumer {
 
 #ifdef CONFIG_UNWIND_DEFERRED
 
-int unwind_deferred_register(struct unwind_consumer *consumer,
-			     unwind_callback_t func);
-void unwind_deferred_unregister(struct unwind_consumer *consumer);
-int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie);
+int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func);
+void unwind_deferred_cancel(struct unwind_work *work);
+int unwind_deferred_request(struct unwind_work *work, u64 *cookie);
 
 void unwind_task_init(struct task_struct *task);
 void unwind_task_free(struct task_struct *task);
@@ -71,11 +61,6 @@ void unwind_deferred_exec_begin(struct task_struct *task);
 void unwind_deferred_exec_end(struct task_struct *task);
 void unwind_deferred_user_rewrite(void);
 void unwind_deferred_end_stay(void);
-
-#ifdef CONFIG_TEST_UNWIND_DEFERRED
-/* Walks done since boot, for the test hook (lib/test_unwind_deferred.c). */
-extern atomic_t unwind_deferred_walks;
-#endif
 
 DECLARE_PER_CPU(bool, unwind_exit_work_ran);
 
@@ -119,15 +104,15 @@ static inline void unwind_user_rewrite(void)
 
 #else /* !CONFIG_UNWIND_DEFERRED */
 
-static inline int unwind_deferred_register(struct unwind_consumer *consumer,
-					   unwind_callback_t func)
+static inline int unwind_deferred_init(struct unwind_work *work,
+				       unwind_callback_t func)
 {
 	return -EOPNOTSUPP;
 }
 
-static inline void unwind_deferred_unregister(struct unwind_consumer *consumer) {}
+static inline void unwind_deferred_cancel(struct unwind_work *work) {}
 
-static inline int unwind_deferred_request(struct unwind_consumer *consumer,
+static inline int unwind_deferred_request(struct unwind_work *work,
 					  u64 *cookie)
 {
 	*cookie = 0;

@@ -6,13 +6,17 @@
 #ifndef _LINUX_UNWIND_USER_H
 #define _LINUX_UNWIND_USER_H
 
+#include <linux/errno.h>
+#include <linux/unwind_user_types.h>
+
 #ifdef CONFIG_HAVE_UNWIND_USER_FP
-unsigned int unwind_user_walk(unsigned long *entries, unsigned int max);
+int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries);
 #else
-static inline unsigned int unwind_user_walk(unsigned long *entries,
-					    unsigned int max)
+static inline int unwind_user(struct unwind_stacktrace *trace,
+			      unsigned int max_entries)
 {
-	return 0;
+	trace->nr = 0;
+	return -EINVAL;
 }
 #endif
 

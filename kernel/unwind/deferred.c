@@ -26,6 +26,9 @@
 #include <linux/unwind_user.h>
 #include <linux/uprobes.h>
 
+#define CREATE_TRACE_POINTS
+#include <trace/events/unwind.h>
+
 /* In unwind_task_info::pending: the task work is queued and has not run. */
 #define UNWIND_QUEUED		BIT(BITS_PER_LONG - 1)
 
@@ -55,19 +58,16 @@ struct unwind_cache {
 static_assert(struct_size_t(struct unwind_cache, entries, UNWIND_MAX_ENTRIES) <=
 	      UNWIND_CACHE_SIZE);
 
-static DEFINE_MUTEX(consumers_mutex);
-static LIST_HEAD(consumers);
-static unsigned long consumer_slots;
-DEFINE_STATIC_SRCU(consumers_srcu);
+/* The registered unwind_works, and the request bits they hold. */
+static DEFINE_MUTEX(callbacks_mutex);
+static LIST_HEAD(callbacks);
+static unsigned long unwind_mask;
+DEFINE_STATIC_SRCU(callbacks_srcu);
 
 static DEFINE_PER_CPU(u32, unwind_cookie_counter);
 
 /* Set from the end of the exit work to user mode (unwind_exit_work_done()). */
 DEFINE_PER_CPU(bool, unwind_exit_work_ran);
-
-#ifdef CONFIG_TEST_UNWIND_DEFERRED
-atomic_t unwind_deferred_walks = ATOMIC_INIT(0);
-#endif
 
 /*
  * The cookie of the current stay: taken on the first request, kept until
@@ -135,11 +135,11 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 		/* A new stay: nobody is served in it yet. */
 		WRITE_ONCE(info->served, 0);
 		barrier();
-		cache->nr = unwind_user_walk(cache->entries, UNWIND_MAX_ENTRIES);
+		trace->entries = cache->entries;
+		unwind_user(trace, UNWIND_MAX_ENTRIES);
+		cache->nr = trace->nr;
 		WRITE_ONCE(cache->cookie, cookie);
-#ifdef CONFIG_TEST_UNWIND_DEFERRED
-		atomic_inc(&unwind_deferred_walks);
-#endif
+		trace_unwind_deferred_walk(cookie, cache->nr);
 	}
 	trace->nr = cache->nr;
 	trace->entries = cache->entries;
@@ -148,8 +148,8 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 /* Task context: walk (once per stay) and call back who asked. */
 static void unwind_deferred_run(struct unwind_task_info *info)
 {
-	struct unwind_consumer *consumer;
 	struct unwind_stacktrace trace;
+	struct unwind_work *work;
 	unsigned long todo;
 	u64 cookie;
 	int idx;
@@ -178,39 +178,21 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	barrier();
 	unwind_pending_clear(info, todo);
 
-	idx = srcu_read_lock(&consumers_srcu);
-	list_for_each_entry_srcu(consumer, &consumers, list,
-				 srcu_read_lock_held(&consumers_srcu)) {
-		/* -1 while being unregistered. */
-		int slot = READ_ONCE(consumer->slot);
+	idx = srcu_read_lock(&callbacks_srcu);
+	list_for_each_entry_srcu(work, &callbacks, list,
+				 srcu_read_lock_held(&callbacks_srcu)) {
+		/* -1 while being cancelled. */
+		int bit = READ_ONCE(work->bit);
 
-		if (slot >= 0 && (todo & BIT(slot)))
-			consumer->func(consumer, &trace, cookie);
+		if (bit >= 0 && (todo & BIT(bit)))
+			work->func(work, &trace, cookie);
 	}
-	srcu_read_unlock(&consumers_srcu, idx);
+	srcu_read_unlock(&callbacks_srcu, idx);
 }
 
 static void unwind_deferred_work(struct callback_head *head)
 {
 	unwind_deferred_run(container_of(head, struct unwind_task_info, work));
-}
-
-/*
- * A uprobe handler runs on a kernel stay that returns to the probed
- * instruction's out-of-line copy. The walk then starts from the probed
- * address (unwind_user_walk()), but at a function-entry probe, a common
- * case, the caller's frame is not set up yet and would be missed: the
- * requester's own walk, from the handler, knows better.
- */
-static bool in_uprobe_handler(struct task_struct *task)
-{
-#ifdef CONFIG_UPROBES
-	struct uprobe_task *utask = READ_ONCE(task->utask);
-
-	return utask && READ_ONCE(utask->auprobe);
-#else
-	return false;
-#endif
 }
 
 /* Whether the callback of @bit already ran in the stay of @cookie. */
@@ -249,14 +231,14 @@ static int unwind_late_request(struct unwind_task_info *info,
 
 /**
  * unwind_deferred_request - ask for the current task's user stack
- * @consumer:	a registered consumer
+ * @work:	a registered consumer (unwind_deferred_init())
  * @cookie:	where to store the cookie of the current kernel stay
  *
  * Context: any, NMI included, for the current task (NMI-safe primitives
  * only).
  *
  * The stack is walked once per kernel stay, in task context before the
- * task returns to user space, and @consumer is called back with it and
+ * task returns to user space, and @work's callback gets it and
  * @cookie, once per stay whatever the number of requests.
  *
  * Return: 0 when the callback is queued (or was already), 1 when the
@@ -269,24 +251,30 @@ static int unwind_late_request(struct unwind_task_info *info,
  * queued.
  * *@cookie is 0 on error.
  */
-int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
+int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 {
 	struct task_struct *task = current;
 	struct unwind_task_info *info = &task->unwind_info;
-	int slot = READ_ONCE(consumer->slot);
+	int nr = READ_ONCE(work->bit);
 	unsigned long bit, old;
 	int ret;
 
 	*cookie = 0;
-	/* Signed: an unregistered consumer's slot is -1. */
-	if (slot < 0)
+	/* Signed: a cancelled work's bit is -1. */
+	if (nr < 0)
 		return -ENOENT;
 	if (!is_user_task(task) || (task->flags & PF_EXITING))
 		return -EINVAL;
-	if (in_uprobe_handler(task))
+	/*
+	 * A uprobe handler's stay returns to the probed instruction's copy:
+	 * the walk would start from the probed address, and at a function's
+	 * entry, a common case, miss the caller. The requester's own walk,
+	 * from the handler, knows better.
+	 */
+	if (uprobe_task_in_handler(task))
 		return -EBUSY;
 
-	bit = BIT(slot);
+	bit = BIT(nr);
 	/* Interrupts off: the flag is this CPU's, and so is the task. */
 	if (!in_nmi() && irqs_disabled() && raw_cpu_read(unwind_exit_work_ran))
 		return unwind_late_request(info, bit, cookie);
@@ -329,67 +317,66 @@ int unwind_deferred_request(struct unwind_consumer *consumer, u64 *cookie)
 EXPORT_SYMBOL_GPL(unwind_deferred_request);
 
 /**
- * unwind_deferred_register - become a consumer of deferred user stacks
- * @consumer:	the consumer, owned by the caller until unregistered
+ * unwind_deferred_init - become a consumer of deferred user stacks
+ * @work:	the consumer, owned by the caller until cancelled
  * @func:	its callback
  *
  * Context: task context, may sleep.
  *
  * Return: 0, or -EBUSY when UNWIND_MAX_CONSUMERS are registered already.
  */
-int unwind_deferred_register(struct unwind_consumer *consumer,
-			     unwind_callback_t func)
+int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func)
 {
-	int slot;
+	int bit;
 
-	guard(mutex)(&consumers_mutex);
-	slot = find_first_zero_bit(&consumer_slots, UNWIND_MAX_CONSUMERS);
-	if (slot >= UNWIND_MAX_CONSUMERS) {
-		consumer->slot = -1;
+	guard(mutex)(&callbacks_mutex);
+	bit = find_first_zero_bit(&unwind_mask, UNWIND_MAX_CONSUMERS);
+	if (bit >= UNWIND_MAX_CONSUMERS) {
+		work->bit = -1;
 		return -EBUSY;
 	}
 
-	__set_bit(slot, &consumer_slots);
-	consumer->func = func;
-	WRITE_ONCE(consumer->slot, slot);
-	list_add_rcu(&consumer->list, &consumers);
+	__set_bit(bit, &unwind_mask);
+	work->func = func;
+	WRITE_ONCE(work->bit, bit);
+	list_add_rcu(&work->list, &callbacks);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_register);
+EXPORT_SYMBOL_GPL(unwind_deferred_init);
 
 /**
- * unwind_deferred_unregister - stop being a consumer
- * @consumer:	a registered consumer
+ * unwind_deferred_cancel - stop being a consumer
+ * @work:	a registered consumer
  *
  * Context: task context, may sleep.
  *
- * Requests that are pending in tasks are dropped for @consumer; when this
- * returns, none of its callbacks runs any more and @consumer may be freed.
+ * Requests that are pending in tasks are dropped for @work; when this
+ * returns, its callback does not run any more and @work may be freed.
  *
- * The tasks' masks are not swept: a consumer that takes the freed slot
+ * The tasks' masks are not swept: a consumer that takes the freed bit
  * later may be called back once, in a stay already under way, for a
- * request made for @consumer, and may see its own first request in such a
- * stay answered "already ran". Consumers register once, at boot or module
- * load, so this stays theoretical; sweeping every task is not worth it.
+ * request made for @work, and may see its own first request in such a stay
+ * answered "already ran". Consumers register once, at boot or module load,
+ * so this stays theoretical; sweeping every task is not worth it.
  */
-void unwind_deferred_unregister(struct unwind_consumer *consumer)
+void unwind_deferred_cancel(struct unwind_work *work)
 {
-	int slot = consumer->slot;
+	int bit = work->bit;
 
-	if (slot < 0)
+	if (bit < 0)
 		return;
 
-	scoped_guard(mutex, &consumers_mutex) {
-		list_del_rcu(&consumer->list);
-		WRITE_ONCE(consumer->slot, -1);
+	scoped_guard(mutex, &callbacks_mutex) {
+		list_del_rcu(&work->list);
+		WRITE_ONCE(work->bit, -1);
 	}
-	synchronize_srcu(&consumers_srcu);
+	synchronize_srcu(&callbacks_srcu);
 
-	/* Only now may a new consumer take the slot. */
-	scoped_guard(mutex, &consumers_mutex)
-		__clear_bit(slot, &consumer_slots);
+	/* Only now may a new consumer take the bit. */
+	scoped_guard(mutex, &callbacks_mutex)
+		__clear_bit(bit, &unwind_mask);
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_unregister);
+EXPORT_SYMBOL_GPL(unwind_deferred_cancel);
 
 /**
  * unwind_deferred_end_stay - end the kernel stay of the current task

@@ -93,9 +93,10 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
 #endif
 
 /**
- * unwind_user_walk - walk the current task's user stack by frame pointers
- * @entries:	where to store the user addresses, innermost first
- * @max:	the most entries to store
+ * unwind_user - walk the current task's user stack by frame pointers
+ * @trace:	its @entries is where to store the user addresses, innermost
+ *		first; its @nr is set to how many were stored
+ * @max_entries: the most entries to store
  *
  * Context: task context of a user task, in the kernel; may fault and sleep.
  *
@@ -105,18 +106,20 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
  * at kernel entry. A frame is two words, the caller's frame pointer and
  * the return address (asm/unwind_user.h).
  *
- * Return: the number of entries stored, 0 when there is no user stack.
+ * Return: 0, or -EINVAL when there is no user stack to walk (no entry).
  */
-unsigned int unwind_user_walk(unsigned long *entries, unsigned int max)
+int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries)
 {
 	struct pt_regs *regs = task_pt_regs(current);
 	unsigned long fp, sp, next_fp, ret_addr;
+	unsigned long *entries = trace->entries;
+	unsigned int word, max = max_entries, nr = 0;
 	struct unwind_uretprobe ur;
-	unsigned int word, nr = 0;
 
 	might_fault();
+	trace->nr = 0;
 	if (!max || !current->mm || !unwind_user_regs_ok(regs))
-		return 0;
+		return -EINVAL;
 
 	word = unwind_user_word_size(regs);
 	fp = unwind_user_frame_pointer(regs);
@@ -136,5 +139,6 @@ unsigned int unwind_user_walk(unsigned long *entries, unsigned int max)
 		sp = fp + 2 * word;
 		fp = next_fp;
 	}
-	return nr;
+	trace->nr = nr;
+	return 0;
 }

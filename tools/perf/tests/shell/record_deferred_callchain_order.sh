@@ -5,7 +5,7 @@
 # What users run on real recordings: a recording with lost records read by
 # the default perf report and perf script (no crash, the marks shown, the
 # summary adds up); samples of many threads in time order; perf sched and
-# perf kwork over deferred tracepoint samples.
+# perf kwork over deferred tracepoint samples; the walk's own tracepoint.
 
 set -e
 
@@ -140,9 +140,39 @@ test_sched() {
 	done
 }
 
+# The walk's own tracepoint, sampled with deferred callchains: a sample taken
+# in the walk belongs to the stay being walked and asks for no other walk.
+# The workload finishes, and every walk wrote its one record.
+test_walk_tracepoint() {
+	local data="${tmpdir}/walk.data" walks records lost
+
+	echo "The unwind:unwind_deferred_walk tracepoint sampled with fp,defer"
+	if ! perf list tracepoint 2>/dev/null | grep -q "unwind:unwind_deferred_walk"; then
+		fail "no unwind:unwind_deferred_walk tracepoint"
+		return
+	fi
+	if ! timeout 300 perf record -q -e unwind:unwind_deferred_walk -e cpu-clock -c 100000 \
+		--call-graph fp,defer -o "${data}" -- perf test -w syscallchain 1 \
+		>/dev/null 2>"${tmpdir}/walk.err"; then
+		fail "perf record of the walk tracepoint did not finish (livelock?)"
+		tail -n 3 "${tmpdir}/walk.err"
+		return
+	fi
+	run "${tmpdir}/walk.out" script -F event -i "${data}" || return
+	walks=$(grep -c "unwind_deferred_walk" "${tmpdir}/walk.out" || true)
+	records=$(summary "${tmpdir}/walk.out.err" "records")
+	lost=$(summary "${tmpdir}/walk.out.err" "lost records")
+	[ "${walks}" -gt 0 ] || fail "no walk sampled"
+	# A walk with no record: a second walk per stay, or a lost record.
+	[ "${walks}" -le "$((${records:-0} + ${lost:-0}))" ] ||
+		fail "${walks} walks but ${records:-0} records and ${lost:-0} lost"
+	echo "  ${walks} walks, ${records:-0} records, ${lost:-0} lost"
+}
+
 test_lossy
 test_time_order
 test_sched
+test_walk_tracepoint
 
 cleanup
 exit ${err}

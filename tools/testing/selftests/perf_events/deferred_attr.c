@@ -2,6 +2,8 @@
 /*
  * PERF_SAMPLE_CALLCHAIN_DEFERRED: which attributes perf_event_open() takes,
  * and where the sample's cookie sits (the last field of PERF_RECORD_SAMPLE).
+ * Built 64-bit, and 32-bit as deferred_attr_32, a compat task: the attribute
+ * and the records are the same for both.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -167,7 +169,7 @@ TEST(sample_ends_with_cookie)
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ID, &id));
 	meta = mmap(NULL, (DATA_PAGES + 1) * page, PROT_READ | PROT_WRITE,
 		    MAP_SHARED, fd, 0);
-	ASSERT_NE(MAP_FAILED, meta);
+	ASSERT_TRUE(meta != MAP_FAILED);
 	data = (char *)meta + page;
 
 	/*

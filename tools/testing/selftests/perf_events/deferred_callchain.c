@@ -4,6 +4,11 @@
  * PERF_RECORD_CALLCHAIN_DEFERRED records that carry their user stacks,
  * checked against a call chain whose return addresses the test records
  * itself. Build with frame pointers and no sibling calls (see Makefile).
+ *
+ * Built 64-bit, and 32-bit as deferred_callchain_32, a compat task: its
+ * frames are 4-byte words, and the records carry its 32-bit addresses
+ * zero-extended. Pointers are checked as truth values (ASSERT_FALSE(!p)):
+ * the harness would print them as 64-bit integers.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -35,9 +40,11 @@
 
 /*
  * A system call made right here, without a libc frame. The user IP at
- * kernel entry, the instruction after "syscall", is stored in "where"
- * before entering, so that it is known also for a call that never returns.
+ * kernel entry, the instruction after "syscall" (int $0x80 in the 32-bit
+ * build), is stored in "where" before entering, so that it is known also
+ * for a call that never returns.
  */
+#ifdef __x86_64__
 #define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
 	register long __r10 asm("r10") = (long)(a3);			\
 	register long __r8 asm("r8") = (long)(a4);			\
@@ -55,6 +62,37 @@
 		     : "rcx", "r11", "memory");				\
 	__ret;								\
 })
+#else
+/*
+ * i386 (the _32 build): the arguments go in ebx, ecx, edx, esi and edi. The
+ * sixth would go in ebp, the frame pointer that the walks under test start
+ * from: it is not passed, and must be 0 (the one call here with six
+ * arguments gives 0 for one that the kernel ignores). Position-independent
+ * code has no absolute address of the label: a call gives it, and eax,
+ * holding &where until then, takes nr.
+ */
+#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
+	long __ret;							\
+									\
+	(void)sizeof(struct { int:(-!!(a5)); });			\
+	asm volatile("push %%ebx\n\t"					\
+		     "call 2f\n"					\
+		     "2:\tpop %%ebx\n\t"				\
+		     "add $1f-2b, %%ebx\n\t"				\
+		     "mov %%ebx, (%%eax)\n\t"				\
+		     "pop %%ebx\n\t"					\
+		     "mov %[n], %%eax\n\t"				\
+		     "int $0x80\n"					\
+		     "1:"						\
+		     : "=a" (__ret)					\
+		     : "0" (&(where)), [n] "i" ((long)(nr)),		\
+		       "b" ((long)(a0)), "c" ((long)(a1)),		\
+		       "d" ((long)(a2)), "S" ((long)(a3)),		\
+		       "D" ((long)(a4))					\
+		     : "memory");					\
+	__ret;								\
+})
+#endif
 
 enum chain_end {
 	CHAIN_RETURN,
@@ -167,6 +205,7 @@ static __attribute__((noipa)) void spin_user(struct chain *c, unsigned long loop
 	do {
 		unsigned long n = loops;
 
+#ifdef __x86_64__
 		asm volatile("lea 1f(%%rip), %%rcx\n\t"
 			     "mov %%rcx, %1\n\t"
 			     "lea 2f(%%rip), %%rcx\n\t"
@@ -176,6 +215,20 @@ static __attribute__((noipa)) void spin_user(struct chain *c, unsigned long loop
 			     "2:"
 			     : "+r" (n), "=m" (c->spin_start), "=m" (c->spin_end)
 			     : : "rcx", "cc");
+#else
+		/* i386: no absolute label addresses in PIC, a call gives them. */
+		asm volatile("call 3f\n"
+			     "3:\tpop %%ecx\n\t"
+			     "add $1f-3b, %%ecx\n\t"
+			     "mov %%ecx, %1\n\t"
+			     "add $2f-1f, %%ecx\n\t"
+			     "mov %%ecx, %2\n"
+			     "1:\tdec %0\n\t"
+			     "jnz 1b\n"
+			     "2:"
+			     : "+r" (n), "=m" (c->spin_start), "=m" (c->spin_end)
+			     : : "ecx", "cc");
+#endif
 	} while (!chain_done(c));
 }
 
@@ -198,7 +251,7 @@ static void chain_init(struct __test_metadata *_metadata, struct chain *c,
 	ASSERT_LE(0, c->zero_fd) TH_LOG("/dev/zero: %s", strerror(errno));
 
 	cal = malloc(CAL_READ);
-	ASSERT_NE(NULL, cal);
+	ASSERT_FALSE(!cal);
 	memset(cal, 1, CAL_READ);
 	ASSERT_EQ(CAL_READ, read(c->zero_fd, cal, CAL_READ));
 	t = ring_now();
@@ -216,8 +269,8 @@ static void chain_init(struct __test_metadata *_metadata, struct chain *c,
 	c->len = c->iovcnt * chunk;
 	c->buf = malloc(chunk);
 	c->iov = calloc(c->iovcnt, sizeof(*c->iov));
-	ASSERT_NE(NULL, c->buf);
-	ASSERT_NE(NULL, c->iov);
+	ASSERT_FALSE(!c->buf);
+	ASSERT_FALSE(!c->iov);
 	memset(c->buf, 1, chunk);	/* no page faults while sampled */
 	for (i = 0; i < c->iovcnt; i++) {
 		c->iov[i].iov_base = c->buf;
@@ -798,6 +851,7 @@ static void *blocker_main(void *arg)
 	__atomic_store_n(&b->tid, gettid_(), __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&b->go, __ATOMIC_ACQUIRE))
 		asm volatile("pause" ::: "memory");
+	/* No address: the kernel ignores addrlen, not passed on i386. */
 	b->ret = raw_syscall(b->recv_ret, __NR_recvfrom, b->sock, buf, 2,
 			     MSG_WAITALL, 0, 0);
 	return NULL;
@@ -1022,7 +1076,7 @@ static struct chain *shared_chain(struct __test_metadata *_metadata, size_t want
 			       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			       -1, 0);
 
-	ASSERT_NE(MAP_FAILED, c);
+	ASSERT_TRUE(c != MAP_FAILED);
 	chain_init(_metadata, c, want);
 	c->shared_samples = (size_t *)(c + 1);
 	return c;
@@ -1453,12 +1507,12 @@ static bool aslr_on(void)
 }
 
 /* Wait for "go" with a raw system call: no libc code while sampled. */
-static __attribute__((noipa)) void wait_go(int fd)
+static __attribute__((noipa)) long wait_go(int fd)
 {
 	unsigned long ip;
 	char x;
 
-	raw_syscall(ip, __NR_read, fd, &x, 1, 0, 0, 0);
+	return raw_syscall(ip, __NR_read, fd, &x, 1, 0, 0, 0);
 }
 
 #define ENV_STRINGS	512
@@ -1492,6 +1546,9 @@ static int exec_once(struct __test_metadata *_metadata, bool aslr)
 		char *argv[2];
 		char **envp = calloc(ENV_STRINGS + 1, sizeof(*envp));
 
+		/* A parent that fails before "go" closes the pipe: exit. */
+		close(go[1]);
+		close(ready[0]);
 		for (i = 0; envp && i < ENV_STRINGS; i++) {
 			envp[i] = malloc(ENV_LEN);
 			if (!envp[i])
@@ -1508,7 +1565,8 @@ static int exec_once(struct __test_metadata *_metadata, bool aslr)
 		argv[1] = NULL;
 		c->exec_argv = argv;
 		c->exec_envp = envp;
-		wait_go(go[0]);
+		if (wait_go(go[0]) != 1)
+			_exit(126);
 		c->deadline = ring_now() + RUN_SECONDS / 2;
 		chain_run(c);
 		_exit(125);
@@ -1753,7 +1811,7 @@ TEST(events_that_cannot_observe_get_nothing)
 	/* Both chains count the samples of r[0] and r[1]: half are ours. */
 	chain_init(_metadata, &c, 2 * WANT_SAMPLES);
 	b = calloc(1, sizeof(*b));
-	ASSERT_NE(NULL, b);
+	ASSERT_FALSE(!b);
 	chain_init(_metadata, &b->c, 1);
 	b->c.shared_samples = &b->stop;
 	b->c.deadline = ring_now() + 4 * RUN_SECONDS;
@@ -1940,11 +1998,11 @@ TEST(close_with_walk_pending)
 
 	attr.wakeup_events = 1;		/* poll() wakes up for each sample */
 	a = calloc(1, sizeof(*a));
-	ASSERT_NE(NULL, a);
+	ASSERT_FALSE(!a);
 	a->zero_fd = open("/dev/zero", O_RDONLY);
 	ASSERT_LE(0, a->zero_fd) TH_LOG("/dev/zero: %s", strerror(errno));
 	a->buf = malloc(READ_CHUNK);
-	ASSERT_NE(NULL, a->buf);
+	ASSERT_FALSE(!a->buf);
 	memset(a->buf, 1, READ_CHUNK);	/* no page faults while sampled */
 	for (i = 0; i < MAX_CHUNKS; i++) {
 		a->iov[i].iov_base = a->buf;
@@ -2043,7 +2101,7 @@ struct probe_calls {
 	int calls;
 };
 
-/* Probed on its first instruction: push %rbp (or endbr64). */
+/* Probed on its first instruction: push %rbp/%ebp (or endbr64). */
 /*
  * The return addresses are taken on the first call, made before the probe
  * exists: under a uretprobe, probed_fn's return address is the trampoline.
@@ -2123,16 +2181,25 @@ FIXTURE_SETUP(uprobe)
 		SKIP(return, "no writable uprobe_events in tracefs");
 	snprintf(self->tracefs, sizeof(self->tracefs), "%s", tracefs[i]);
 
-	/* perf's caller heuristic needs a function-entry instruction. */
+	/*
+	 * perf's caller heuristic needs a function-entry instruction; for a
+	 * compat task only push %ebp is one (endbr32 is not).
+	 */
+#ifdef __x86_64__
 	ASSERT_TRUE(insn[0] == 0x55 || !memcmp(insn, "\xf3\x0f\x1e\xfa", 4))
 		TH_LOG("probed_fn starts with %02x %02x, not push %%rbp or endbr64",
 		       insn[0], insn[1]);
+#else
+	ASSERT_EQ(0x55, insn[0])
+		TH_LOG("probed_fn starts with %02x %02x, not push %%ebp",
+		       insn[0], insn[1]);
+#endif
 
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	ASSERT_LT(0, len) TH_LOG("/proc/self/exe: %s", strerror(errno));
 	exe[len] = 0;
 	f = fopen("/proc/self/maps", "r");
-	ASSERT_NE(NULL, f);
+	ASSERT_FALSE(!f);
 	while (!found && fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &start, &end,
 			   perms, &off, &pos) != 4 || fn < start || fn >= end)
@@ -2192,7 +2259,7 @@ static void uprobe_sample(struct __test_metadata *_metadata,
 
 	snprintf(path, sizeof(path), "%s/events/%s/id", self->tracefs, self->name);
 	f = fopen(path, "r");
-	ASSERT_NE(NULL, f) TH_LOG("%s: %s", path, strerror(errno));
+	ASSERT_FALSE(!f) TH_LOG("%s: %s", path, strerror(errno));
 	ASSERT_EQ(1, fscanf(f, "%llu", &id));
 	fclose(f);
 	attr->config = id;

@@ -11,6 +11,13 @@
  * deferred one, joined with its PERF_RECORD_CALLCHAIN_DEFERRED (same cookie,
  * same tid), must carry the user stack the in-place walk saw. Build with
  * frame pointers and no sibling calls (see Makefile).
+ *
+ * Built 64-bit, and 32-bit as deferred_exact_32, a compat task: its frames
+ * are 4-byte words (so are the fake frames that the ptrace test builds), and
+ * x86 ftrace ignores compat system calls, so that the syscalls/ tracepoints
+ * are replaced with filtered raw_syscalls/ ones (SYS_ENTER_TP()). Pointers
+ * are checked as truth values (ASSERT_FALSE(!p)): the harness would print
+ * them as 64-bit integers.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -37,11 +44,31 @@
 #define MAX_STOPS	2000	/* ptrace stops of the tracee, at most */
 #define EXIT_ARG	"--deferred-exact-exit"
 
+#define TP_STR(x)	#x
+#define TP_NR(x)	TP_STR(x)	/* a system call's number, as a string */
+
+/*
+ * The tracepoint at the entry or exit of system call "name": a tracepoint
+ * spec of open_twins(), "system/name" with an optional " if FILTER". x86
+ * ftrace ignores compat system calls (ARCH_TRACE_IGNORE_COMPAT_SYSCALLS):
+ * the syscalls/ tracepoints never fire in a compat task, so the 32-bit
+ * build samples raw_syscalls/, filtered on the system call's number.
+ */
+#ifdef __x86_64__
+#define SYS_ENTER_TP(name)	"syscalls/sys_enter_" #name
+#define SYS_EXIT_TP(name)	"syscalls/sys_exit_" #name
+#else
+#define SYS_ENTER_TP(name)	"raw_syscalls/sys_enter if id == " TP_NR(__NR_##name)
+#define SYS_EXIT_TP(name)	"raw_syscalls/sys_exit if id == " TP_NR(__NR_##name)
+#endif
+
 /*
  * A system call made right here, without a libc frame. The user IP at
- * kernel entry, the instruction after "syscall", is stored in "where"
- * before entering, so that it is known also for a call that never returns.
+ * kernel entry, the instruction after "syscall" (int $0x80 in the 32-bit
+ * build), is stored in "where" before entering, so that it is known also
+ * for a call that never returns.
  */
+#ifdef __x86_64__
 #define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
 	register long __r10 asm("r10") = (long)(a3);			\
 	register long __r8 asm("r8") = (long)(a4);			\
@@ -59,6 +86,36 @@
 		     : "rcx", "r11", "memory");				\
 	__ret;								\
 })
+#else
+/*
+ * i386 (the _32 build): the arguments go in ebx, ecx, edx, esi and edi. The
+ * sixth would go in ebp, the frame pointer that the walks under test start
+ * from: it is not passed, and must be 0. Position-independent code has no
+ * absolute address of the label: a call gives it, and eax, holding &where
+ * until then, takes nr.
+ */
+#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
+	long __ret;							\
+									\
+	(void)sizeof(struct { int:(-!!(a5)); });			\
+	asm volatile("push %%ebx\n\t"					\
+		     "call 2f\n"					\
+		     "2:\tpop %%ebx\n\t"				\
+		     "add $1f-2b, %%ebx\n\t"				\
+		     "mov %%ebx, (%%eax)\n\t"				\
+		     "pop %%ebx\n\t"					\
+		     "mov %[n], %%eax\n\t"				\
+		     "int $0x80\n"					\
+		     "1:"						\
+		     : "=a" (__ret)					\
+		     : "0" (&(where)), [n] "i" ((long)(nr)),		\
+		       "b" ((long)(a0)), "c" ((long)(a1)),		\
+		       "d" ((long)(a2)), "S" ((long)(a3)),		\
+		       "D" ((long)(a4))					\
+		     : "memory");					\
+	__ret;								\
+})
+#endif
 
 static pid_t gettid_(void)
 {
@@ -133,14 +190,21 @@ static const char *tracefs_root(void)
 	return access(path, F_OK) ? NULL : roots[0];
 }
 
-/* The id of tracepoint "system/name", -1 if there is no such tracepoint. */
-static long long tracepoint_id(const char *root, const char *name)
+/*
+ * The id of the tracepoint of spec "system/name[ if FILTER]", -1 if there
+ * is no such tracepoint; *filter is FILTER, or NULL.
+ */
+static long long tracepoint_id(const char *root, const char *spec,
+			       const char **filter)
 {
+	const char *sep = strstr(spec, " if ");
+	int len = sep ? (int)(sep - spec) : (int)strlen(spec);
 	char path[192];
 	long long id = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/events/%s/id", root, name);
+	*filter = sep ? sep + strlen(" if ") : NULL;
+	snprintf(path, sizeof(path), "%s/events/%.*s/id", root, len, spec);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -205,9 +269,9 @@ static void close_twins(struct twins *tw)
 }
 
 /*
- * Open the twins of each tracepoint names[] ("system/name") for pid on
- * cpu. Returns 0, or -1 with tw->why set when the machine lacks tracefs
- * or one of the tracepoints.
+ * Open the twins of each tracepoint names[] ("system/name", with an ftrace
+ * filter after " if " if need be) for pid on cpu. Returns 0, or -1 with
+ * tw->why set when the machine lacks tracefs or one of the tracepoints.
  */
 static int open_twins(struct __test_metadata *_metadata, struct twins *tw,
 		      const char * const *names, int nr, pid_t pid, int cpu,
@@ -227,7 +291,8 @@ static int open_twins(struct __test_metadata *_metadata, struct twins *tw,
 		return -1;
 	}
 	for (t = 0; t < nr; t++) {
-		long long id = tracepoint_id(root, names[t]);
+		const char *filter;
+		long long id = tracepoint_id(root, names[t], &filter);
 
 		if (id < 0) {
 			snprintf(tw->why, sizeof(tw->why), "no tracepoint %s in %s/events",
@@ -244,6 +309,10 @@ static int open_twins(struct __test_metadata *_metadata, struct twins *tw,
 				TH_LOG("perf_event_open(%s%s, pid %d, cpu %d): %s", names[t],
 				       d ? "" : " deferred", pid, cpu, strerror(errno));
 			tw->fd[d][t] = fd;
+			if (filter)
+				ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter))
+					TH_LOG("filter \"%s\" of %s: %s", filter, names[t],
+					       strerror(errno));
 			ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_ID, &tw->id[d][t]));
 			if (!t) {
 				ASSERT_EQ(0, ring_map(&tw->r[d], fd, &attr, DATA_PAGES))
@@ -506,7 +575,7 @@ static void compare_twins(struct __test_metadata *_metadata, const struct twins 
 
 	memset(ag, 0, sizeof(*ag));
 	ag->pair = calloc(rd->nr_samples + 1, sizeof(*ag->pair));
-	ASSERT_NE(NULL, ag->pair);
+	ASSERT_FALSE(!ag->pair);
 	ag->lost = lost_records(rd) + lost_records(ri);
 	if (rd->nr_malformed || ri->nr_malformed)
 		note(ag, BAD_MALFORMED, "%s", rd->nr_malformed ? rd->why : ri->why);
@@ -614,7 +683,8 @@ static __attribute__((noipa)) void kill_self(struct sig_sites *s)
  */
 static __attribute__((noipa)) void unblock_two(struct sig_sites *s)
 {
-	unsigned long mask = 1UL << (SIGUSR1 - 1) | 1UL << (SIGUSR2 - 1);
+	/* The kernel's sigset_t: 64 bits, also for a compat task. */
+	__u64 mask = 1ULL << (SIGUSR1 - 1) | 1ULL << (SIGUSR2 - 1);
 
 	raw_syscall(s->block_ip, __NR_rt_sigprocmask, SIG_BLOCK, &mask, 0,
 		    sizeof(mask), 0, 0);
@@ -684,12 +754,19 @@ TEST(signal_delivery_walks_before_the_frame)
  * rt_sigreturn restores the registers saved in the signal frame: a sample
  * taken at its entry is walked first, on the handler's stack (ips[0] in
  * the restorer), and the stay ends, so that a sample at its exit sees the
- * restored context.
+ * restored context. The same holds for the compat sigreturn, with which
+ * i386 glibc returns from an sa_handler: the 32-bit build samples both.
  */
 TEST(sigreturn_walks_before_restoring)
 {
 	static const char * const tps[] = {
-		"syscalls/sys_enter_rt_sigreturn", "raw_syscalls/sys_exit",
+#ifdef __x86_64__
+		SYS_ENTER_TP(rt_sigreturn),
+#else
+		"raw_syscalls/sys_enter if id == " TP_NR(__NR_sigreturn)
+		" || id == " TP_NR(__NR_rt_sigreturn),
+#endif
+		"raw_syscalls/sys_exit",
 	};
 	struct sigaction sa = { .sa_handler = count_signal }, old;
 	struct sig_sites s = { .pid = getpid(), .tid = gettid_() };
@@ -799,7 +876,8 @@ static __attribute__((noipa)) void tracee_count(unsigned long *f)
 }
 
 /*
- * getppid(), with the fake frames in rdi and detour_a in rsi: at the
+ * getppid(), with the fake frames in its first argument register and
+ * detour_a in its second (rdi and rsi; ebx and ecx on i386): at the
  * syscall-entry stop the tracer moves the user IP to detour_a and the
  * frame pointer to the fake frames, and puts both back at the exit stop.
  */
@@ -813,7 +891,8 @@ static __attribute__((noipa)) void tracee_getppid(void)
 }
 
 /*
- * tgkill() of SIGUSR1, with the fake frames in r10 and detour_b in r8: at
+ * tgkill() of SIGUSR1, with the fake frames in its fourth argument
+ * register and detour_b in its fifth (r10 and r8; esi and edi on i386): at
  * the signal-delivery stop the tracer moves the user IP and frame pointer
  * there, and the handler puts them back.
  */
@@ -828,13 +907,21 @@ static __attribute__((noipa)) void tracee_tgkill(void)
 	tracee_count(f);
 }
 
+#ifdef __x86_64__
+#define UC_IP		REG_RIP
+#define UC_FP		REG_RBP
+#else
+#define UC_IP		REG_EIP
+#define UC_FP		REG_EBP
+#endif
+
 static void tracee_handler(int sig, siginfo_t *info, void *ctx)
 {
 	greg_t *regs = ((ucontext_t *)ctx)->uc_mcontext.gregs;
 
-	if (regs[REG_RIP] == (greg_t)(unsigned long)detour_b) {
-		regs[REG_RIP] = tracee.tgkill_ip;
-		regs[REG_RBP] = tracee.tgkill_bp;
+	if (regs[UC_IP] == (greg_t)(unsigned long)detour_b) {
+		regs[UC_IP] = tracee.tgkill_ip;
+		regs[UC_FP] = tracee.tgkill_bp;
 	}
 	tracee.handled++;
 }
@@ -857,6 +944,29 @@ static void tracee_main(void)
 	}
 	_exit(tracee.handled == 2 * ROUNDS && tracee.calls == 2 * ROUNDS ? 0 : 125);
 }
+
+/*
+ * The registers of struct user_regs_struct the tracer reads and writes:
+ * the system call number, the user IP, the frame pointer, and the raw
+ * system call's arguments a0, a1, a3 and a4.
+ */
+#ifdef __x86_64__
+#define R_NR(r)		((r).orig_rax)
+#define R_IP(r)		((r).rip)
+#define R_FP(r)		((r).rbp)
+#define R_A0(r)		((r).rdi)
+#define R_A1(r)		((r).rsi)
+#define R_A3(r)		((r).r10)
+#define R_A4(r)		((r).r8)
+#else
+#define R_NR(r)		((r).orig_eax)
+#define R_IP(r)		((r).eip)
+#define R_FP(r)		((r).ebp)
+#define R_A0(r)		((r).ebx)
+#define R_A1(r)		((r).ecx)
+#define R_A3(r)		((r).esi)
+#define R_A4(r)		((r).edi)
+#endif
 
 /* The tracer's side: what it changed, and where. */
 struct tracer {
@@ -883,32 +993,32 @@ static int tracer_stop(struct tracer *t, int status)
 			return -1;
 		entry = info.op == PTRACE_SYSCALL_INFO_ENTRY;
 
-		if (regs.orig_rax == __NR_getppid && entry &&
-		    regs.rsi == (unsigned long)detour_a) {
+		if (R_NR(regs) == __NR_getppid && entry &&
+		    (unsigned long)R_A1(regs) == (unsigned long)detour_a) {
 			t->saved = regs;
 			t->moved = true;
-			t->getppid_ip = regs.rip;
-			regs.rip = regs.rsi;
-			regs.rbp = regs.rdi;
+			t->getppid_ip = R_IP(regs);
+			R_IP(regs) = R_A1(regs);
+			R_FP(regs) = R_A0(regs);
 			t->entry_writes++;
-		} else if (regs.orig_rax == __NR_getppid && !entry && t->moved) {
-			regs.rip = t->saved.rip;
-			regs.rbp = t->saved.rbp;
+		} else if (R_NR(regs) == __NR_getppid && !entry && t->moved) {
+			R_IP(regs) = R_IP(t->saved);
+			R_FP(regs) = R_FP(t->saved);
 			t->moved = false;
 			t->exit_writes++;
 			/* Delivered on the way out, in the same stay. */
 			if (syscall(SYS_tgkill, t->child, t->child, SIGUSR2))
 				return -1;
 		} else {
-			if (regs.orig_rax == __NR_tgkill && !entry)
-				t->tgkill_ip = regs.rip;
+			if (R_NR(regs) == __NR_tgkill && !entry)
+				t->tgkill_ip = R_IP(regs);
 			return 0;
 		}
 		return ptrace(PTRACE_SETREGS, t->child, NULL, &regs) ? -1 : 0;
 	}
-	if (sig == SIGUSR1 && regs.r8 == (unsigned long)detour_b) {
-		regs.rip = regs.r8;
-		regs.rbp = regs.r10;
+	if (sig == SIGUSR1 && (unsigned long)R_A4(regs) == (unsigned long)detour_b) {
+		R_IP(regs) = R_A4(regs);
+		R_FP(regs) = R_A3(regs);
 		t->signal_writes++;
 		if (ptrace(PTRACE_SETREGS, t->child, NULL, &regs))
 			return -1;
@@ -931,8 +1041,8 @@ static int tracer_stop(struct tracer *t, int status)
 TEST(ptrace_register_writes_end_the_stay)
 {
 	static const char * const tps[] = {
-		"syscalls/sys_enter_getppid", "syscalls/sys_exit_getppid",
-		"syscalls/sys_exit_tgkill", "signal/signal_deliver",
+		SYS_ENTER_TP(getppid), SYS_EXIT_TP(getppid),
+		SYS_EXIT_TP(tgkill), "signal/signal_deliver",
 	};
 	unsigned long a = (unsigned long)detour_a, b = (unsigned long)detour_b;
 	unsigned long f1 = (unsigned long)fake_caller_1;
@@ -1083,8 +1193,8 @@ static int follow_child(struct twins *tw, pid_t child, double seconds)
 TEST(exec_from_non_leader_thread)
 {
 	static const char * const tps[] = {
-		"syscalls/sys_enter_execve", "sched/sched_switch",
-		"sched/sched_process_exec", "syscalls/sys_exit_execve",
+		SYS_ENTER_TP(execve), "sched/sched_switch",
+		"sched/sched_process_exec", SYS_EXIT_TP(execve),
 	};
 	int bad_zero = 0, bad_tid = 0, missing = 0, dup = 0;
 	int entered = 0, in_exec = 0, exec_done = 0, from_site;
@@ -1104,7 +1214,7 @@ TEST(exec_from_non_leader_thread)
 		SKIP(return, "no /proc/self/exe to exec");
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, sh);
+	ASSERT_TRUE(sh != MAP_FAILED);
 	memset(sh, 0, sizeof(*sh));
 	cpu = sched_getcpu();
 	ASSERT_LE(0, cpu);

@@ -15,7 +15,10 @@
  *   and a shared buffer's record is cut by the largest sample_max_stack of
  *   its events, whichever event the kernel meets first.
  *
- * Build with frame pointers and no sibling calls (see Makefile).
+ * Build with frame pointers and no sibling calls (see Makefile). Built
+ * 64-bit, and 32-bit as deferred_progress_32, a compat task. Pointers are
+ * checked as truth values (ASSERT_FALSE(!p)): the harness would print them
+ * as 64-bit integers.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -81,9 +84,10 @@
 
 /*
  * A system call made right here, without a libc frame. The user IP at
- * kernel entry, the instruction after "syscall", is stored in "where"
- * before entering.
+ * kernel entry, the instruction after "syscall" (int $0x80 in the 32-bit
+ * build), is stored in "where" before entering.
  */
+#ifdef __x86_64__
 #define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
 	register long __r10 asm("r10") = (long)(a3);			\
 	register long __r8 asm("r8") = (long)(a4);			\
@@ -101,6 +105,36 @@
 		     : "rcx", "r11", "memory");				\
 	__ret;								\
 })
+#else
+/*
+ * i386 (the _32 build): the arguments go in ebx, ecx, edx, esi and edi. The
+ * sixth would go in ebp, the frame pointer that the walks under test start
+ * from: it is not passed, and must be 0. Position-independent code has no
+ * absolute address of the label: a call gives it, and eax, holding &where
+ * until then, takes nr.
+ */
+#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
+	long __ret;							\
+									\
+	(void)sizeof(struct { int:(-!!(a5)); });			\
+	asm volatile("push %%ebx\n\t"					\
+		     "call 2f\n"					\
+		     "2:\tpop %%ebx\n\t"				\
+		     "add $1f-2b, %%ebx\n\t"				\
+		     "mov %%ebx, (%%eax)\n\t"				\
+		     "pop %%ebx\n\t"					\
+		     "mov %[n], %%eax\n\t"				\
+		     "int $0x80\n"					\
+		     "1:"						\
+		     : "=a" (__ret)					\
+		     : "0" (&(where)), [n] "i" ((long)(nr)),		\
+		       "b" ((long)(a0)), "c" ((long)(a1)),		\
+		       "d" ((long)(a2)), "S" ((long)(a3)),		\
+		       "D" ((long)(a4))					\
+		     : "memory");					\
+	__ret;								\
+})
+#endif
 
 static pid_t gettid_(void)
 {
@@ -219,7 +253,7 @@ static void zero_init(struct __test_metadata *_metadata, struct zero_reader *z,
 	z->fd = open("/dev/zero", O_RDONLY);
 	ASSERT_LE(0, z->fd) TH_LOG("/dev/zero: %s", strerror(errno));
 	z->buf = malloc(ZERO_CHUNK);
-	ASSERT_NE(NULL, z->buf);
+	ASSERT_FALSE(!z->buf);
 	memset(z->buf, 1, ZERO_CHUNK);	/* no page faults while sampled */
 	ASSERT_EQ(ZERO_CHUNK, read(z->fd, z->buf, ZERO_CHUNK))
 		TH_LOG("read of /dev/zero: %s", strerror(errno));
@@ -232,7 +266,7 @@ static void zero_init(struct __test_metadata *_metadata, struct zero_reader *z,
 	if (z->iovcnt > ZERO_MAX / ZERO_CHUNK)
 		z->iovcnt = ZERO_MAX / ZERO_CHUNK;
 	z->iov = calloc(z->iovcnt, sizeof(*z->iov));
-	ASSERT_NE(NULL, z->iov);
+	ASSERT_FALSE(!z->iov);
 	for (i = 0; i < z->iovcnt; i++) {
 		z->iov[i].iov_base = z->buf;
 		z->iov[i].iov_len = ZERO_CHUNK;
@@ -386,7 +420,7 @@ static void analyze_ring(struct __test_metadata *_metadata,
 
 	memset(st, 0, sizeof(*st));
 	nrefs = sorted_records(r, &refs);
-	ASSERT_NE(NULL, refs);
+	ASSERT_FALSE(!refs);
 	st->records = nrefs;
 	for (i = 0; i < r->nr_rec; i++)
 		st->lost += r->rec[i].type == PERF_RECORD_LOST;
@@ -801,7 +835,7 @@ static void iwi_run(struct __test_metadata *_metadata, bool deferred,
 	int fd, i;
 
 	buf = malloc(IWI_READ);
-	ASSERT_NE(NULL, buf);
+	ASSERT_FALSE(!buf);
 	memset(buf, 1, IWI_READ);
 	fd = open("/dev/zero", O_RDONLY);
 	ASSERT_LE(0, fd) TH_LOG("/dev/zero: %s", strerror(errno));
@@ -964,9 +998,9 @@ TEST(every_buffer_gets_one_record)
 			TH_LOG("buffer %d: expected well-formed records, saw %s",
 			       b, r[b].why);
 		nrefs[b] = sorted_records(&r[b], &refs[b]);
-		ASSERT_NE(NULL, refs[b]);
+		ASSERT_FALSE(!refs[b]);
 		nmine[b] = sample_cookies(&r[b], tid, &mine[b]);
-		ASSERT_NE(NULL, mine[b]);
+		ASSERT_FALSE(!mine[b]);
 		nall += nmine[b];
 		last[b] = last_cookie(&r[b], tid);
 		lost_in[b] = false;
@@ -990,7 +1024,7 @@ TEST(every_buffer_gets_one_record)
 
 	/* The cookies any buffer's samples carry, each once. */
 	all = calloc(nall + 1, sizeof(*all));
-	ASSERT_NE(NULL, all);
+	ASSERT_FALSE(!all);
 	nall = 0;
 	for (b = 0; b < NR_BUFFERS; b++)
 		for (i = 0; i < nmine[b]; i++)

@@ -3,6 +3,10 @@
  * Ring-buffer reading for the PERF_SAMPLE_CALLCHAIN_DEFERRED selftests: map
  * an event's buffer, copy every record out (the data area wraps), advance
  * data_tail, and parse the records these tests use into struct ring_record.
+ *
+ * The layout is the same for a 32-bit (compat) reader: every field is a
+ * __u64 in the records, and a compat task's addresses come zero-extended,
+ * so that they compare equal to its unsigned long values.
  */
 #ifndef DEFERRED_RING_H
 #define DEFERRED_RING_H

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#undef TRACE_SYSTEM
+#define TRACE_SYSTEM unwind
+
+#if !defined(_TRACE_UNWIND_H) || defined(TRACE_HEADER_MULTI_READ)
+#define _TRACE_UNWIND_H
+
+#include <linux/tracepoint.h>
+
+/**
+ * unwind_deferred_walk - a deferred user stack walk ran
+ * @cookie:	the kernel stay it belongs to, as its consumers get it
+ * @nr:		the entries it found
+ *
+ * Once per stay that asked, in task context on the way back to user space
+ * (kernel/unwind/deferred.c), whatever the number of consumers and of
+ * requests: counting these against the requests shows what deferral saved.
+ */
+TRACE_EVENT(unwind_deferred_walk,
+	    TP_PROTO(u64 cookie, unsigned int nr),
+	    TP_ARGS(cookie, nr),
+	    TP_STRUCT__entry(__field(u64, cookie)
+			     __field(unsigned int, nr)),
+	    TP_fast_assign(__entry->cookie = cookie;
+			   __entry->nr = nr;),
+	    TP_printk("cookie=%#llx nr=%u", __entry->cookie, __entry->nr)
+);
+
+#endif /* _TRACE_UNWIND_H */
+
+/* This part must be outside protection */
+#include <trace/define_trace.h>
