@@ -464,12 +464,17 @@ static void unwind_end_stay_now(struct unwind_task_info *info, u64 next)
 
 	for (;;) {
 		cookie = READ_ONCE(info->cookie);
-		if ((READ_ONCE(info->pending) & UNWIND_QUEUED) &&
-		    task_work_cancel(current, &info->work))
+		if (READ_ONCE(info->pending) & UNWIND_QUEUED) {
+			/*
+			 * Not on the task's list: task_work_run() took it and
+			 * runs it next, in this stay. Let it.
+			 */
+			if (!task_work_cancel(current, &info->work))
+				return;
 			unwind_deferred_run(info);
-		/* An NMI asked again meanwhile: run that too. */
-		if (READ_ONCE(info->pending) & UNWIND_QUEUED)
+			/* An NMI may have asked again meanwhile: look again. */
 			continue;
+		}
 		if (!try_cmpxchg64(&info->cookie, &cookie, next))
 			continue;
 		if (!(READ_ONCE(info->pending) & UNWIND_QUEUED))
