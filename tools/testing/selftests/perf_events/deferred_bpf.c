@@ -19,6 +19,7 @@
 
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
+#include "deferred_util.h"
 
 #define SAMPLE_PERIOD_NS	200000	/* cpu-clock period */
 #define DATA_PAGES		64
@@ -304,7 +305,7 @@ static struct perf_event_attr clock_attr(void)
 	return attr;
 }
 
-static void open_ring(struct __test_metadata *_metadata, struct ring *r)
+static void open_bpf_ring(struct __test_metadata *_metadata, struct ring *r)
 {
 	struct perf_event_attr attr = clock_attr();
 	int fd = perf_open(&attr, 0, -1);
@@ -312,14 +313,6 @@ static void open_ring(struct __test_metadata *_metadata, struct ring *r)
 	ASSERT_LE(0, fd) TH_LOG("perf_event_open: %s", strerror(errno));
 	ASSERT_EQ(0, ring_map(r, fd, &attr, DATA_PAGES))
 		TH_LOG("mmap of %d data pages: %s", DATA_PAGES, strerror(errno));
-}
-
-static void close_ring(struct ring *r)
-{
-	int fd = r->fd;
-
-	ring_unmap(r);
-	close(fd);
 }
 
 /*
@@ -553,7 +546,7 @@ TEST(bpf_get_stack_sees_user_stack)
 	prog_fd = load_prog(_metadata, &p);
 
 	work_init(_metadata, &w);
-	open_ring(_metadata, &r);
+	open_bpf_ring(_metadata, &r);
 	attach_prog(_metadata, &r, prog_fd);
 	sample_work(_metadata, &w, &r, map_fd, cnt);
 	st = count_ring(&r);
@@ -630,7 +623,7 @@ TEST(filtered_samples_leave_no_records)
 		zero_counters(_metadata, map_fd);
 		build_prog(&p, map_fd, get_stack, 0);
 		prog_fd = load_prog(_metadata, &p);
-		open_ring(_metadata, &r);
+		open_bpf_ring(_metadata, &r);
 		attach_prog(_metadata, &r, prog_fd);
 		sample_work(_metadata, &w, &r, map_fd, cnt);
 		st = count_ring(&r);
@@ -663,7 +656,7 @@ TEST(without_bpf_samples_are_deferred)
 	struct ring r;
 
 	work_init(_metadata, &w);
-	open_ring(_metadata, &r);
+	open_bpf_ring(_metadata, &r);
 	sample_work(_metadata, &w, &r, -1, cnt);
 	st = count_ring(&r);
 	TH_LOG("buffer: %d samples, %d deferred, %d records, %llu lost; %ld rounds",

@@ -35,6 +35,7 @@
 
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
+#include "deferred_util.h"
 
 #define DATA_PAGES	64
 #define MAX_TP		4	/* tracepoints sampled by one test */
@@ -62,66 +63,6 @@
 #define SYS_EXIT_TP(name)	"raw_syscalls/sys_exit if id == " TP_NR(__NR_##name)
 #endif
 
-/*
- * A system call made right here, without a libc frame. The user IP at
- * kernel entry, the instruction after "syscall" (int $0x80 in the 32-bit
- * build), is stored in "where" before entering, so that it is known also
- * for a call that never returns.
- */
-#ifdef __x86_64__
-#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
-	register long __r10 asm("r10") = (long)(a3);			\
-	register long __r8 asm("r8") = (long)(a4);			\
-	register long __r9 asm("r9") = (long)(a5);			\
-	long __ret;							\
-									\
-	asm volatile("lea 1f(%%rip), %%rcx\n\t"				\
-		     "mov %%rcx, %1\n\t"				\
-		     "syscall\n"					\
-		     "1:"						\
-		     : "=a" (__ret), "=m" (where)			\
-		     : "0" ((long)(nr)), "D" ((long)(a0)),		\
-		       "S" ((long)(a1)), "d" ((long)(a2)),		\
-		       "r" (__r10), "r" (__r8), "r" (__r9)		\
-		     : "rcx", "r11", "memory");				\
-	__ret;								\
-})
-#else
-/*
- * i386 (the _32 build): the arguments go in ebx, ecx, edx, esi and edi. The
- * sixth would go in ebp, the frame pointer that the walks under test start
- * from: it is not passed, and must be 0. Position-independent code has no
- * absolute address of the label: a call gives it, and eax, holding &where
- * until then, takes nr.
- */
-#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
-	long __ret;							\
-									\
-	(void)sizeof(struct { int:(-!!(a5)); });			\
-	asm volatile("push %%ebx\n\t"					\
-		     "call 2f\n"					\
-		     "2:\tpop %%ebx\n\t"				\
-		     "add $1f-2b, %%ebx\n\t"				\
-		     "mov %%ebx, (%%eax)\n\t"				\
-		     "pop %%ebx\n\t"					\
-		     "mov %[n], %%eax\n\t"				\
-		     "int $0x80\n"					\
-		     "1:"						\
-		     : "=a" (__ret)					\
-		     : "0" (&(where)), [n] "i" ((long)(nr)),		\
-		       "b" ((long)(a0)), "c" ((long)(a1)),		\
-		       "d" ((long)(a2)), "S" ((long)(a3)),		\
-		       "D" ((long)(a4))					\
-		     : "memory");					\
-	__ret;								\
-})
-#endif
-
-static pid_t gettid_(void)
-{
-	return syscall(SYS_gettid);
-}
-
 /* Wait for "go" with a raw system call: no libc code while sampled. */
 static __attribute__((noipa)) long wait_go(int fd)
 {
@@ -141,16 +82,6 @@ static __attribute__((noipa)) long sampling(bool on)
 
 	return raw_syscall(ip, __NR_prctl, on ? PR_TASK_PERF_EVENTS_ENABLE :
 			   PR_TASK_PERF_EVENTS_DISABLE, 0, 0, 0, 0, 0);
-}
-
-static bool has_user_context(const struct ring_record *rr)
-{
-	__u64 i;
-
-	for (i = 0; i < rr->nr; i++)
-		if (rr->ips[i] == PERF_CONTEXT_USER)
-			return true;
-	return false;
 }
 
 /* The user frames of a sample walked in place, after PERF_CONTEXT_USER. */

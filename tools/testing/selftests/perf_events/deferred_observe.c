@@ -33,6 +33,7 @@
 
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
+#include "deferred_util.h"
 
 #define PERIOD_NS		200000	/* cpu-clock period */
 #define DATA_PAGES		64
@@ -53,11 +54,6 @@
 #define URING_QUEUE		4	/* async reads in flight per round */
 #define MAX_WORKERS		64
 #define CGROUP_NAME		"deferred_observe"
-
-static pid_t gettid_(void)
-{
-	return syscall(SYS_gettid);
-}
 
 static __u64 mono_ns(void)
 {
@@ -89,36 +85,6 @@ static int perf_open_flags(struct perf_event_attr *attr, pid_t pid, int cpu,
 			   unsigned long flags)
 {
 	return syscall(__NR_perf_event_open, attr, pid, cpu, -1, flags);
-}
-
-static void open_ring(struct __test_metadata *_metadata, struct ring *r,
-		      struct perf_event_attr *attr, pid_t pid, int cpu,
-		      size_t pages)
-{
-	int fd = perf_open(attr, pid, cpu);
-
-	ASSERT_LE(0, fd) TH_LOG("perf_event_open(pid %d, cpu %d): %s",
-				pid, cpu, strerror(errno));
-	ASSERT_EQ(0, ring_map(r, fd, attr, pages))
-		TH_LOG("mmap of %zu data pages: %s", pages, strerror(errno));
-}
-
-static void close_ring(struct ring *r)
-{
-	int fd = r->fd;
-
-	ring_unmap(r);
-	close(fd);
-}
-
-/* The lost count of an event opened with read_format PERF_FORMAT_LOST. */
-static __u64 lost_count(int fd)
-{
-	__u64 v[2] = { 0, 0 };
-
-	if (read(fd, v, sizeof(v)) != sizeof(v))
-		return 0;
-	return v[1];
 }
 
 /* The first CPUs this task may run on, at most max; returns how many. */
@@ -306,17 +272,6 @@ static int count_type(const struct ring *r, __u32 type)
 	for (i = 0; i < r->nr_rec; i++)
 		n += r->rec[i].type == type;
 	return n;
-}
-
-/* The cookie of the last sample of tid in buffer order, 0 if none. */
-static __u64 last_cookie(const struct ring *r, __u32 tid)
-{
-	size_t i;
-
-	for (i = r->nr_rec; i-- > 0;)
-		if (r->rec[i].type == PERF_RECORD_SAMPLE && r->rec[i].tid == tid)
-			return r->rec[i].cookie;
-	return 0;
 }
 
 /* The records that carry cookie; *first: the index of the first. */

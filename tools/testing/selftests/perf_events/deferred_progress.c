@@ -32,6 +32,7 @@
 
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
+#include "deferred_util.h"
 
 #define MAX_KEEP_RECORDS	200000	/* stop copying out a runaway buffer */
 #define ZERO_CHUNK		(1024 * 1024)	/* readv() of /dev/zero: iovec size */
@@ -88,65 +89,6 @@
 #define CAP_WANT_RECORDS	20
 #define CAP_WALL_SECONDS	3.0
 
-/*
- * A system call made right here, without a libc frame. The user IP at
- * kernel entry, the instruction after "syscall" (int $0x80 in the 32-bit
- * build), is stored in "where" before entering.
- */
-#ifdef __x86_64__
-#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
-	register long __r10 asm("r10") = (long)(a3);			\
-	register long __r8 asm("r8") = (long)(a4);			\
-	register long __r9 asm("r9") = (long)(a5);			\
-	long __ret;							\
-									\
-	asm volatile("lea 1f(%%rip), %%rcx\n\t"				\
-		     "mov %%rcx, %1\n\t"				\
-		     "syscall\n"					\
-		     "1:"						\
-		     : "=a" (__ret), "=m" (where)			\
-		     : "0" ((long)(nr)), "D" ((long)(a0)),		\
-		       "S" ((long)(a1)), "d" ((long)(a2)),		\
-		       "r" (__r10), "r" (__r8), "r" (__r9)		\
-		     : "rcx", "r11", "memory");				\
-	__ret;								\
-})
-#else
-/*
- * i386 (the _32 build): the arguments go in ebx, ecx, edx, esi and edi. The
- * sixth would go in ebp, the frame pointer that the walks under test start
- * from: it is not passed, and must be 0. Position-independent code has no
- * absolute address of the label: a call gives it, and eax, holding &where
- * until then, takes nr.
- */
-#define raw_syscall(where, nr, a0, a1, a2, a3, a4, a5) ({		\
-	long __ret;							\
-									\
-	(void)sizeof(struct { int:(-!!(a5)); });			\
-	asm volatile("push %%ebx\n\t"					\
-		     "call 2f\n"					\
-		     "2:\tpop %%ebx\n\t"				\
-		     "add $1f-2b, %%ebx\n\t"				\
-		     "mov %%ebx, (%%eax)\n\t"				\
-		     "pop %%ebx\n\t"					\
-		     "mov %[n], %%eax\n\t"				\
-		     "int $0x80\n"					\
-		     "1:"						\
-		     : "=a" (__ret)					\
-		     : "0" (&(where)), [n] "i" ((long)(nr)),		\
-		       "b" ((long)(a0)), "c" ((long)(a1)),		\
-		       "d" ((long)(a2)), "S" ((long)(a3)),		\
-		       "D" ((long)(a4))					\
-		     : "memory");					\
-	__ret;								\
-})
-#endif
-
-static pid_t gettid_(void)
-{
-	return syscall(SYS_gettid);
-}
-
 static struct perf_event_attr clock_attr(__u64 config, bool deferred, __u64 period)
 {
 	struct perf_event_attr attr = {
@@ -164,48 +106,6 @@ static struct perf_event_attr clock_attr(__u64 config, bool deferred, __u64 peri
 	if (deferred)
 		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
 	return attr;
-}
-
-static void open_ring(struct __test_metadata *_metadata, struct ring *r,
-		      struct perf_event_attr *attr, pid_t pid, int cpu,
-		      size_t pages)
-{
-	int fd = perf_open(attr, pid, cpu);
-
-	ASSERT_LE(0, fd) TH_LOG("perf_event_open(pid %d, cpu %d): %s",
-				pid, cpu, strerror(errno));
-	ASSERT_EQ(0, ring_map(r, fd, attr, pages))
-		TH_LOG("mmap of %zu data pages: %s", pages, strerror(errno));
-}
-
-static void close_ring(struct ring *r)
-{
-	int fd = r->fd;
-
-	ring_unmap(r);
-	close(fd);
-}
-
-static bool has_user_context(const struct ring_record *rr)
-{
-	__u64 i;
-
-	for (i = 0; i < rr->nr; i++)
-		if (rr->ips[i] == PERF_CONTEXT_USER)
-			return true;
-	return false;
-}
-
-static const char *cookie_problem(__u64 cookie)
-{
-	__u32 cpu1 = (__u32)cookie;
-	long cpus = sysconf(_SC_NPROCESSORS_CONF);
-
-	if (cpu1 < 1 || cpu1 > cpus)
-		return "bits 0..31 are not cpu+1 of a CPU of this machine";
-	if (!((cookie >> 32) & 1))
-		return "bits 32..63 are not odd";
-	return NULL;
 }
 
 static double thread_cpu_seconds(void)
@@ -393,19 +293,6 @@ static size_t sorted_records(const struct ring *r, struct cookie_ref **refs)
 	}
 	qsort(*refs, n, sizeof(**refs), cmp_ref);
 	return n;
-}
-
-/* The cookie of the last sample of tid in the buffer, 0 if none. */
-static __u64 last_cookie(const struct ring *r, pid_t tid)
-{
-	size_t i;
-
-	for (i = r->nr_rec; i-- > 0;) {
-		if (r->rec[i].type == PERF_RECORD_SAMPLE &&
-		    r->rec[i].tid == (__u32)tid)
-			return r->rec[i].cookie;
-	}
-	return 0;
 }
 
 /*
