@@ -198,7 +198,10 @@ test_inject() {
 
 test_pipe() {
 	echo "Pipe mode: perf record -o - | perf script -i -"
-	perf record -q -e cpu-clock -F 2000 --call-graph fp,defer -o - \
+	# perf script stops reading the pipe while it loads the symbols of
+	# perf itself (seconds, under emulation, when they are not cached):
+	# buffers large enough that perf record loses nothing meanwhile.
+	perf record -q -m 16M -e cpu-clock -F 2000 --call-graph fp,defer -o - \
 		-- perf test -w syscallchain 1 2>/dev/null |
 		perf script -i - -F ip,sym > "${tmpdir}/pipe.out" 2> "${tmpdir}/pipe.summary"
 	deferred=$(summary "${tmpdir}/pipe.summary" "deferred samples")
@@ -209,9 +212,9 @@ test_pipe() {
 		err=1
 	fi
 	if ! grep -q syscallchain_top "${tmpdir}/pipe.out"; then
-		echo "  no joined user stack through the pipe; summary and first samples:"
-		cat "${tmpdir}/pipe.summary"
+		echo "  no joined user stack through the pipe; first samples, then the summary:"
 		awk -v RS= 'NR <= 3' "${tmpdir}/pipe.out"
+		cat "${tmpdir}/pipe.summary"
 		err=1
 	fi
 }

@@ -374,6 +374,25 @@ static void expect_joined(struct __test_metadata *_metadata, const char *what,
 }
 
 /* Reap child within a few seconds, or kill it; returns its wait status. */
+/*
+ * Wait until the child has exited, without reaping it: a task's pid is
+ * released when its parent reaps it, and samples it takes after that (it
+ * still runs a little) carry tid -1. Tests disable their events in between.
+ */
+static void wait_exited(pid_t child)
+{
+	double deadline = ring_now() + 10;
+	siginfo_t info;
+
+	do {
+		memset(&info, 0, sizeof(info));
+		if (!waitid(P_PID, child, &info, WEXITED | WNOWAIT | WNOHANG) &&
+		    info.si_pid == child)
+			return;
+		usleep(1000);
+	} while (ring_now() < deadline);
+}
+
 static int reap(pid_t child)
 {
 	double deadline = ring_now() + 10;
@@ -613,12 +632,13 @@ TEST_F(cgroup2, cgroup_event_sees_only_its_cgroup)
 			break;
 	}
 	__atomic_store_n(stop, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		wait_exited(cg->child[i]);
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, ioctl(r[i].fd, PERF_EVENT_IOC_DISABLE, 0));
 	for (i = 0; i < 2; i++) {
 		status[i] = reap(cg->child[i]);
 		cg->child[i] = 0;
-	}
-	for (i = 0; i < 2; i++) {
-		ASSERT_EQ(0, ioctl(r[i].fd, PERF_EVENT_IOC_DISABLE, 0));
 		ring_drain(&r[i]);
 	}
 	for (i = 0; i < 2; i++) {
@@ -815,11 +835,12 @@ TEST(tids_in_a_child_pid_namespace)
 			break;
 	}
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELAXED);
-	status = reap(child);
-	for (i = 0; i < 2; i++) {
+	wait_exited(child);
+	for (i = 0; i < 2; i++)
 		ASSERT_EQ(0, ioctl(r[i].fd, PERF_EVENT_IOC_DISABLE, 0));
+	status = reap(child);
+	for (i = 0; i < 2; i++)
 		ring_drain(&r[i]);
-	}
 	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
 		TH_LOG("child status %#x", status);
 
