@@ -66,6 +66,14 @@ tree_git() {
 		-c core.autocrlf=false "$@"
 }
 
+# Record the demo workload (build/demo/syscall-chain, running SECONDS,
+# default 3) as harness/demo shows it, into DATA: cpu-clock at 1 kHz,
+# --call-graph fp,defer (plain fp on a kernel without deferred callchains).
+record_demo() {
+	"$BUILD/perf/perf" record -q -e cpu-clock -F 1000 --call-graph fp,defer \
+		-o "$1" -- "$BUILD/demo/syscall-chain" "${2:-3}"
+}
+
 # Test results: one line per test case, "PASS name", "FAIL name" or
 # "SKIP name: reason", appended to the file named by $RESULTS.
 result() {
