@@ -108,6 +108,7 @@ static void ring_copy(void *dst, const char *data, size_t size, __u64 off, size_
 
 struct sample_stats {
 	int samples;
+	int user_mode;
 	int inline_user;
 	int deferred;
 };
@@ -117,9 +118,10 @@ struct sample_stats {
  * pid/tid, time, cpu, period, callchain, and then the cookie, last.
  */
 static void check_sample(struct __test_metadata *_metadata, const __u64 *rec,
-			 __u16 size, __u64 id, struct sample_stats *stats)
+			 __u16 size, __u16 misc, __u64 id, struct sample_stats *stats)
 {
 	__u64 pos = 1, nr, cookie, i;
+	const __u64 *chain;
 	bool user = false;
 
 	stats->samples++;
@@ -129,8 +131,9 @@ static void check_sample(struct __test_metadata *_metadata, const __u64 *rec,
 	ASSERT_LE((pos + nr + 1) * 8, size)
 		TH_LOG("a callchain of %llu entries overruns a %u byte sample",
 		       nr, size);
+	chain = &rec[pos];
 	for (i = 0; i < nr; i++)
-		user |= rec[pos + i] == PERF_CONTEXT_USER;
+		user |= chain[i] == PERF_CONTEXT_USER;
 	pos += nr;
 	cookie = rec[pos++];
 	EXPECT_EQ(pos * 8, size) TH_LOG("the cookie is not the last field");
@@ -144,6 +147,18 @@ static void check_sample(struct __test_metadata *_metadata, const __u64 *rec,
 			TH_LOG("cookie %#llx and the user callchain inline", cookie);
 		stats->deferred++;
 	}
+
+	/*
+	 * A sample taken in user mode has no kernel stay to share a walk
+	 * with: cookie 0, and the user part walked in place from its ip.
+	 */
+	if ((misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		return;
+	stats->user_mode++;
+	EXPECT_EQ(0, cookie) TH_LOG("cookie %#llx on a sample taken in user mode", cookie);
+	EXPECT_TRUE(nr >= 2 && chain[0] == PERF_CONTEXT_USER && chain[1] == rec[2])
+		TH_LOG("user mode, ip %#llx: want PERF_CONTEXT_USER and the ip first, %llu entries",
+		       rec[2], nr);
 }
 
 TEST(sample_ends_with_cookie)
@@ -190,7 +205,8 @@ TEST(sample_ends_with_cookie)
 			ring_copy(rec, data, data_size, off, hdr.size);
 			off += hdr.size;
 			if (hdr.type == PERF_RECORD_SAMPLE)
-				check_sample(_metadata, rec, hdr.size, id, &stats);
+				check_sample(_metadata, rec, hdr.size, hdr.misc,
+					     id, &stats);
 		}
 		__atomic_store_n(&meta->data_tail, off, __ATOMIC_RELEASE);
 		if (!enabled)
@@ -204,8 +220,8 @@ TEST(sample_ends_with_cookie)
 	}
 	EXPECT_LE(WANT_SAMPLES, stats.samples)
 		TH_LOG("only %d samples in 30 s", stats.samples);
-	TH_LOG("%d samples: %d with the user callchain inline, %d deferred",
-	       stats.samples, stats.inline_user, stats.deferred);
+	TH_LOG("%d samples: %d with the user callchain inline, %d deferred, %d in user mode",
+	       stats.samples, stats.inline_user, stats.deferred, stats.user_mode);
 
 	munmap(meta, (DATA_PAGES + 1) * page);
 	close(fd);

@@ -7,7 +7,9 @@
  * bpf_get_stack(BPF_F_USER_STACK), which reads the sample's own callchain,
  * sees the user stack, and a sample the program drops leaves no orphan
  * PERF_RECORD_CALLCHAIN_DEFERRED behind. The same event without a program
- * is the control: its samples are deferred.
+ * is the control: its samples taken in the kernel are deferred. Samples
+ * taken in user mode are walked in place with or without a program: they
+ * have no kernel stay whose walk they could share.
  *
  * The programs are raw instructions loaded with bpf(2); no libbpf.
  */
@@ -453,7 +455,8 @@ struct ring_stats {
 	int with_user;		/* samples with PERF_CONTEXT_USER */
 	int in_text;		/* of those: first user address in our text */
 	int user_mode;		/* samples that interrupted user mode */
-	int bad_user_ip;	/* of those: user part not starting at ip */
+	int user_deferred;	/* of those: with a cookie */
+	int bad_user_ip;	/* of those: no user part starting at ip */
 	int records;		/* PERF_RECORD_CALLCHAIN_DEFERRED */
 	__u64 lost;
 	char first_deferred[96];
@@ -487,9 +490,9 @@ static struct ring_stats count_ring(const struct ring *r)
 				 "ip %#llx, cookie %#llx",
 				 (unsigned long long)rr->ip,
 				 (unsigned long long)rr->cookie);
-		user_mode = (rr->misc & PERF_RECORD_MISC_CPUMODE_MASK) ==
-			    PERF_RECORD_MISC_USER;
+		user_mode = taken_in_user_mode(rr);
 		st.user_mode += user_mode;
+		st.user_deferred += user_mode && rr->cookie;
 		for (k = 0; k < rr->nr && !user; k++) {
 			if (rr->ips[k] != PERF_CONTEXT_USER)
 				continue;
@@ -512,6 +515,13 @@ static struct ring_stats count_ring(const struct ring *r)
 			snprintf(st.first_without_user,
 				 sizeof(st.first_without_user),
 				 "ip %#llx, nr %llu, cookie %#llx",
+				 (unsigned long long)rr->ip,
+				 (unsigned long long)rr->nr,
+				 (unsigned long long)rr->cookie);
+		if (!user && user_mode && !st.bad_user_ip++)
+			snprintf(st.first_bad_user_ip,
+				 sizeof(st.first_bad_user_ip),
+				 "ip %#llx, no user part in %llu ips, cookie %#llx",
 				 (unsigned long long)rr->ip,
 				 (unsigned long long)rr->nr,
 				 (unsigned long long)rr->cookie);
@@ -579,6 +589,10 @@ TEST(bpf_get_stack_sees_user_stack)
 	/* The program kept every sample it saw, and none was deferred. */
 	EXPECT_EQ(cnt[CNT_CALLS], st.samples + st.lost)
 		TH_LOG("expected one sample per program run that returned 1");
+	/* Those in read() would be, but for the program. */
+	EXPECT_LT(st.user_mode, st.samples)
+		TH_LOG("want samples taken in the kernel, all %d were in user mode",
+		       st.samples);
 	EXPECT_EQ(0, st.deferred)
 		TH_LOG("want cookie 0 with a BPF program, %d of %d had one (first: %s)",
 		       st.deferred, st.samples, st.first_deferred);
@@ -659,8 +673,8 @@ TEST(without_bpf_samples_are_deferred)
 	open_bpf_ring(_metadata, &r);
 	sample_work(_metadata, &w, &r, -1, cnt);
 	st = count_ring(&r);
-	TH_LOG("buffer: %d samples, %d deferred, %d records, %llu lost; %ld rounds",
-	       st.samples, st.deferred, st.records,
+	TH_LOG("buffer: %d samples (%d user mode), %d deferred, %d records, %llu lost; %ld rounds",
+	       st.samples, st.user_mode, st.deferred, st.records,
 	       (unsigned long long)st.lost, w.rounds);
 
 	ASSERT_LE(MIN_CALLS, st.samples)
@@ -669,8 +683,18 @@ TEST(without_bpf_samples_are_deferred)
 	EXPECT_LE(1, st.deferred)
 		TH_LOG("expected samples with a cookie without a BPF program, none of %d",
 		       st.samples);
+	EXPECT_LE(st.samples - st.user_mode, 2 * st.deferred)
+		TH_LOG("want most kernel-mode samples deferred, %d of %d were",
+		       st.deferred, st.samples - st.user_mode);
 	EXPECT_LE(1, st.records)
 		TH_LOG("expected PERF_RECORD_CALLCHAIN_DEFERRED without a BPF program, saw none");
+	/* Not a program's doing: user-mode samples are walked in place anyway. */
+	EXPECT_EQ(0, st.user_deferred)
+		TH_LOG("want cookie 0 on user-mode samples, %d of %d had one",
+		       st.user_deferred, st.user_mode);
+	EXPECT_EQ(0, st.bad_user_ip)
+		TH_LOG("want user-mode samples' user part to start at their IP, %d of %d not (%s)",
+		       st.bad_user_ip, st.user_mode, st.first_bad_user_ip);
 
 	close_ring(&r);
 	work_fini(&w);

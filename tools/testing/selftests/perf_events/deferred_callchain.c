@@ -266,13 +266,15 @@ static void sample_chain(struct __test_metadata *_metadata, struct chain *c,
 /* How a set of samples of one thread and their records turned out. */
 struct cookie_stats {
 	int samples;
+	int kernel;		/* taken in kernel mode */
+	int user;		/* taken in user mode: walked in place */
 	int deferred;		/* cookie != 0 */
 	int cookies;		/* distinct cookies */
 	int max_per_cookie;	/* most samples sharing one cookie */
 };
 
 enum {
-	ALL_DEFERRED	= 1,	/* every sample of the thread has a cookie */
+	ALL_DEFERRED	= 1,	/* every kernel-mode sample of the thread has a cookie */
 	RECORD_AFTER	= 2,	/* a record follows the first sample of its cookie */
 };
 
@@ -297,6 +299,10 @@ static size_t count_records(const struct ring *r, __u64 cookie, size_t *first)
  * The one exception is the stay in which sampling stopped: the event was
  * disabled (or closed) before that stay's walk ran, and a disabled event
  * gets nothing (SPEC.md).
+ *
+ * A sample taken in user mode has no kernel stay to share a walk with: it
+ * is never deferred, whatever the flags. Its cookie is 0 and its callchain
+ * the user stack walked in place, from the sample's own ip.
  */
 static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 					 const struct ring *r, pid_t tid, int flags)
@@ -304,9 +310,11 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 	struct cookie_stats st = { 0 };
 	int bad_zero = 0, bad_format = 0, bad_user = 0, bad_count = 0;
 	int bad_tid = 0, bad_misc = 0, bad_order = 0;
+	int bad_user_cookie = 0, bad_user_walk = 0;
 	char zero_msg[128] = "", format_msg[128] = "", user_msg[128] = "";
 	char count_msg[128] = "", tid_msg[128] = "", misc_msg[128] = "";
-	char order_msg[128] = "";
+	char order_msg[128] = "", user_cookie_msg[128] = "";
+	char user_walk_msg[160] = "";
 	__u64 stopped = last_cookie(r, tid);
 	int lost = 0, missing = 0;
 	size_t i, j;
@@ -316,21 +324,40 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 
 	for (i = 0; i < r->nr_rec; i++) {
 		const struct ring_record *s = &r->rec[i];
+		const __u64 *ips;
 		size_t n, rec = 0;
 		const char *why;
 		int shared = 0;
 		bool seen = false;
+		__u64 nr;
 
 		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)tid)
 			continue;
 		st.samples++;
-		if (!s->cookie) {
-			if ((flags & ALL_DEFERRED) && !bad_zero++)
+		if (taken_in_user_mode(s)) {
+			st.user++;
+			if (s->cookie && !bad_user_cookie++)
+				snprintf(user_cookie_msg, sizeof(user_cookie_msg),
+					 "sample %zu at ip %#llx, cookie %#llx", i,
+					 (unsigned long long)s->ip,
+					 (unsigned long long)s->cookie);
+			ips = user_mode_walk(s, &nr);
+			if ((!nr || ips[0] != s->ip) && !bad_user_walk++)
+				snprintf(user_walk_msg, sizeof(user_walk_msg),
+					 "sample %zu at ip %#llx: %llu ips, ips[0] %#llx, user ips[0] %#llx",
+					 i, (unsigned long long)s->ip,
+					 (unsigned long long)s->nr,
+					 s->nr ? (unsigned long long)s->ips[0] : 0ULL,
+					 nr ? (unsigned long long)ips[0] : 0ULL);
+		} else if (taken_in_kernel_mode(s)) {
+			st.kernel++;
+			if (!s->cookie && (flags & ALL_DEFERRED) && !bad_zero++)
 				snprintf(zero_msg, sizeof(zero_msg),
 					 "sample %zu at ip %#llx", i,
 					 (unsigned long long)s->ip);
-			continue;
 		}
+		if (!s->cookie)
+			continue;
 		st.deferred++;
 		if (has_user_context(s) && !bad_user++)
 			snprintf(user_msg, sizeof(user_msg),
@@ -391,8 +418,14 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 		TH_LOG("%d cookies without a record, with %d PERF_RECORD_LOST in the buffer",
 		       missing, lost);
 	EXPECT_EQ(0, bad_zero)
-		TH_LOG("expected a cookie on every sample of tid %d, %d of %d had 0 (first: %s)",
-		       tid, bad_zero, st.samples, zero_msg);
+		TH_LOG("want a cookie on kernel-mode samples of tid %d, %d of %d had 0 (first: %s)",
+		       tid, bad_zero, st.kernel, zero_msg);
+	EXPECT_EQ(0, bad_user_cookie)
+		TH_LOG("want cookie 0 on user-mode samples of tid %d, %d of %d had one (first: %s)",
+		       tid, bad_user_cookie, st.user, user_cookie_msg);
+	EXPECT_EQ(0, bad_user_walk)
+		TH_LOG("want user-mode samples walked in place from their ip, %d of %d not (%s)",
+		       bad_user_walk, st.user, user_walk_msg);
 	EXPECT_EQ(0, bad_format)
 		TH_LOG("want cookie = odd << 32 | cpu+1, %d were not (first: %s)",
 		       bad_format, format_msg);
@@ -490,13 +523,36 @@ TEST(known_chain_in_long_syscalls)
 	chain_fini(&c);
 }
 
-TEST(user_mode_samples_are_deferred)
+/* Does a kernel-mode sample of tid carry cookie? */
+static bool kernel_sample_with(const struct ring *r, pid_t tid, __u64 cookie)
+{
+	size_t i;
+
+	for (i = 0; i < r->nr_rec; i++)
+		if (r->rec[i].type == PERF_RECORD_SAMPLE &&
+		    r->rec[i].tid == (__u32)tid && r->rec[i].cookie == cookie &&
+		    taken_in_kernel_mode(&r->rec[i]))
+			return true;
+	return false;
+}
+
+/*
+ * A sample taken in user mode has no kernel stay whose walk it could share:
+ * deferring it would cost the deferred work and a record on top of the
+ * same walk. It is walked in place (cookie 0), from its own ip, and a task
+ * spinning in user mode gets no records but those of its few kernel-mode
+ * samples (interrupts, page faults).
+ */
+TEST(user_mode_samples_are_walked_in_place)
 {
 	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
-	int user = 0, in_loop = 0, bad_chain = 0, bad_ip = 0, bad_caller = 0;
-	char chain_msg[128] = "", ip_msg[160] = "", caller_msg[160] = "";
+	int user = 0, in_loop = 0, bad_cookie = 0, bad_chain = 0, bad_ip = 0;
+	int bad_caller = 0, records = 0, orphans = 0, lost = 0;
+	char cookie_msg[128] = "", chain_msg[128] = "", ip_msg[160] = "";
+	char caller_msg[160] = "", orphan_msg[128] = "";
 	unsigned long loops = 1000000;
 	pid_t tid = gettid_();
+	struct cookie_stats st;
 	struct chain c;
 	struct ring r;
 	double t;
@@ -522,66 +578,90 @@ TEST(user_mode_samples_are_deferred)
 	ring_drain(&r);
 	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
 
-	check_cookies(_metadata, &r, tid, ALL_DEFERRED | RECORD_AFTER);
+	st = check_cookies(_metadata, &r, tid, ALL_DEFERRED | RECORD_AFTER);
 
 	for (i = 0; i < r.nr_rec; i++) {
 		const struct ring_record *s = &r.rec[i];
-		size_t n, rec = 0;
-		__u64 k;
+		const __u64 *ips;
+		__u64 nr;
 
+		lost += s->type == PERF_RECORD_LOST ||
+			s->type == PERF_RECORD_LOST_SAMPLES;
+		/*
+		 * Only a kernel-mode sample asks for a walk. The stay that
+		 * sampling stopped in gets no record (a disabled event gets
+		 * nothing), so it needs no excuse here.
+		 */
+		if (s->type == PERF_RECORD_CALLCHAIN_DEFERRED) {
+			records++;
+			if (!kernel_sample_with(&r, tid, s->cookie) && !orphans++)
+				snprintf(orphan_msg, sizeof(orphan_msg),
+					 "record %zu of tid %u, cookie %#llx",
+					 i, s->tid, (unsigned long long)s->cookie);
+			continue;
+		}
 		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)tid ||
-		    (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		    !taken_in_user_mode(s))
 			continue;
 		user++;
-		for (k = 0; k < s->nr; k++) {
-			if (ring_is_context(s->ips[k]))
-				continue;
+		if (s->cookie && !bad_cookie++)
+			snprintf(cookie_msg, sizeof(cookie_msg),
+				 "ip %#llx, cookie %#llx",
+				 (unsigned long long)s->ip,
+				 (unsigned long long)s->cookie);
+		/* PERF_CONTEXT_USER first: no kernel ips before the user part. */
+		ips = user_mode_walk(s, &nr);
+		if (!ips) {
 			if (!bad_chain++)
 				snprintf(chain_msg, sizeof(chain_msg),
-					 "ips[%llu] = %#llx of %llu",
-					 (unsigned long long)k,
-					 (unsigned long long)s->ips[k],
+					 "ip %#llx: ips[0] = %#llx of %llu",
+					 (unsigned long long)s->ip,
+					 s->nr ? (unsigned long long)s->ips[0] : 0ULL,
 					 (unsigned long long)s->nr);
-			break;
-		}
-		if (!s->cookie)
 			continue;
-		n = count_records(&r, s->cookie, &rec);
-		if (n < 1 || !r.rec[rec].nr)
-			continue;	/* counted by check_cookies() */
-		/* The walk starts where this very interrupt entered. */
-		if (r.rec[rec].ips[0] != s->ip && !bad_ip++)
+		}
+		/* The walk starts where this very interrupt came. */
+		if ((!nr || ips[0] != s->ip) && !bad_ip++)
 			snprintf(ip_msg, sizeof(ip_msg),
-				 "sample ip %#llx, record ips[0] %#llx",
+				 "sample ip %#llx, user ips[0] %#llx of %llu",
 				 (unsigned long long)s->ip,
-				 (unsigned long long)r.rec[rec].ips[0]);
+				 nr ? (unsigned long long)ips[0] : 0ULL,
+				 (unsigned long long)nr);
 		if (s->ip < c.spin_start || s->ip > c.spin_end)
 			continue;
 		in_loop++;
-		if ((r.rec[rec].nr < 2 || r.rec[rec].ips[1] != c.expect[1]) &&
-		    !bad_caller++)
+		if ((nr < 2 || ips[1] != c.expect[1]) && !bad_caller++)
 			snprintf(caller_msg, sizeof(caller_msg),
 				 "ip %#llx: ips[1] expected %#lx, seen %#llx of %llu",
 				 (unsigned long long)s->ip, c.expect[1],
-				 r.rec[rec].nr > 1 ?
-				 (unsigned long long)r.rec[rec].ips[1] : 0ULL,
-				 (unsigned long long)r.rec[rec].nr);
+				 nr > 1 ? (unsigned long long)ips[1] : 0ULL,
+				 (unsigned long long)nr);
 	}
 	ASSERT_LE(10, user)
 		TH_LOG("expected at least 10 user-mode samples while spinning, saw %d",
 		       user);
+	EXPECT_EQ(0, bad_cookie)
+		TH_LOG("want cookie 0 on user-mode samples, %d of %d had one (first: %s)",
+		       bad_cookie, user, cookie_msg);
 	EXPECT_EQ(0, bad_chain)
-		TH_LOG("want no kernel ips in user-mode samples, %d had (%s)",
-		       bad_chain, chain_msg);
+		TH_LOG("want PERF_CONTEXT_USER first in user-mode samples, %d of %d not (%s)",
+		       bad_chain, user, chain_msg);
 	EXPECT_EQ(0, bad_ip)
-		TH_LOG("expected record ips[0] == the user-mode sample's ip, %d differ (first: %s)",
-		       bad_ip, ip_msg);
+		TH_LOG("want user ips[0] == the user-mode sample's ip, %d of %d differ (first: %s)",
+		       bad_ip, user, ip_msg);
 	EXPECT_LE(1, in_loop)
 		TH_LOG("want samples in the spin loop [%#lx, %#lx], none of %d",
 		       c.spin_start, c.spin_end, user);
 	EXPECT_EQ(0, bad_caller)
 		TH_LOG("expected ips[1] == spin_user's return address, %d of %d differ (first: %s)",
 		       bad_caller, in_loop, caller_msg);
+	/* A lost sample may be the one that asked for a record. */
+	if (!lost)
+		EXPECT_EQ(0, orphans)
+			TH_LOG("want records for kernel-mode samples only, %d of %d not (%s)",
+			       orphans, records, orphan_msg);
+	TH_LOG("%d samples: %d in user mode, %d in the kernel (%d cookies); %d records",
+	       st.samples, st.user, st.kernel, st.cookies, records);
 
 	close_ring(&r);
 	chain_fini(&c);
@@ -1043,9 +1123,10 @@ TEST(inherited_child_records_carry_child_tid)
 	ASSERT_LE(10, st.samples)
 		TH_LOG("expected at least 10 samples of the child in the parent's buffer, saw %d",
 		       st.samples);
-	EXPECT_LE(st.samples / 2, st.deferred)
-		TH_LOG("expected most samples of the child deferred, %d of %d were",
-		       st.deferred, st.samples);
+	/* Those taken in user mode are walked in place: not counted here. */
+	EXPECT_LE(st.kernel / 2, st.deferred)
+		TH_LOG("want most kernel-mode samples of the child deferred, %d of %d were",
+		       st.deferred, st.kernel);
 	check_chain_records(_metadata, &r, child, c, CHAIN_DEPTH);
 
 	close_ring(&r);
@@ -1308,9 +1389,10 @@ TEST(exit_with_pending_samples)
 	st = check_cookies(_metadata, &r, child, RECORD_AFTER);
 	ASSERT_LE(10, st.samples)
 		TH_LOG("expected at least 10 samples of the child, saw %d", st.samples);
-	EXPECT_LE(st.samples / 2, st.deferred)
-		TH_LOG("expected most samples of the child deferred, %d of %d were",
-		       st.deferred, st.samples);
+	/* Those taken in user mode are walked in place: not counted here. */
+	EXPECT_LE(st.kernel / 2, st.deferred)
+		TH_LOG("want most kernel-mode samples of the child deferred, %d of %d were",
+		       st.deferred, st.kernel);
 	for (i = 0; i < r.nr_rec; i++) {
 		const struct ring_record *s = &r.rec[i];
 

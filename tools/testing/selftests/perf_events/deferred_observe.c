@@ -10,8 +10,8 @@
  *   buffer, and is counted lost like any other record.
  * - A backward (overwritable) buffer gets its records, written backward.
  * - io_uring's io-wq workers never defer.
- * - With a hardware PMU (NMI), the record of a user-mode sample starts at
- *   the sample's IP.
+ * - With a hardware PMU (NMI), a user-mode sample is not deferred either:
+ *   its user stack is walked in place, from where the NMI came.
  *
  * Build with frame pointers and no sibling calls (see Makefile).
  */
@@ -303,18 +303,24 @@ static bool in_list(__u64 v, const __u64 *list, int n)
 /* How the samples of one tid joined with the records of their cookies. */
 struct join {
 	int samples;	/* of the tid */
+	int kernel;	/* ... taken in kernel mode */
+	int user;	/* ... taken in user mode: walked in place */
+	int bad_user;	/* ... of those, with a cookie or no user part in place */
 	int deferred;	/* ... with a cookie */
 	int joined;	/* ... whose cookie has one record, of the same tid */
 	int excused;	/* ... whose cookie has none, allowed */
 	int bad;	/* ... whose cookie has none, several, or another tid's */
 	char msg[160];
+	char user_msg[160];
 };
 
 /*
  * Join the samples of tid with the records of their cookies: one record per
  * cookie and buffer, with the sample's tid. A cookie may have no record if
  * it is in excuse[] (the stay sampling stopped in, ...), or if lost_ok and
- * the buffer lost records.
+ * the buffer lost records. A sample taken in user mode joins nothing: it
+ * has cookie 0 and its user stack walked in place (PERF_CONTEXT_USER
+ * first, then at least its ip).
  */
 static struct join join_tid(const struct ring *r, __u32 tid, const __u64 *excuse,
 			    int nr_excuse, bool lost_ok)
@@ -327,10 +333,23 @@ static struct join join_tid(const struct ring *r, __u32 tid, const __u64 *excuse
 		const struct ring_record *s = &r->rec[i];
 		__u32 other_tid = 0;
 		int n = 0, other = 0;
+		__u64 nr;
 
 		if (s->type != PERF_RECORD_SAMPLE || s->tid != tid)
 			continue;
 		j.samples++;
+		j.kernel += taken_in_kernel_mode(s);
+		if (taken_in_user_mode(s)) {
+			j.user++;
+			if ((s->cookie || !user_mode_walk(s, &nr) || !nr) &&
+			    !j.bad_user++)
+				snprintf(j.user_msg, sizeof(j.user_msg),
+					 "sample %zu at ip %#llx: cookie %#llx, %llu ips, ips[0] %#llx",
+					 i, (unsigned long long)s->ip,
+					 (unsigned long long)s->cookie,
+					 (unsigned long long)s->nr,
+					 s->nr ? (unsigned long long)s->ips[0] : 0ULL);
+		}
 		if (!s->cookie)
 			continue;
 		j.deferred++;
@@ -365,6 +384,9 @@ static struct join join_tid(const struct ring *r, __u32 tid, const __u64 *excuse
 static void expect_joined(struct __test_metadata *_metadata, const char *what,
 			  __u32 tid, const struct join *j)
 {
+	EXPECT_EQ(0, j->bad_user)
+		TH_LOG("%s: want tid %u's user-mode samples walked in place, %d of %d not (%s)",
+		       what, tid, j->bad_user, j->user, j->user_msg);
 	EXPECT_EQ(0, j->bad)
 		TH_LOG("%s: want 1 record of tid %u per cookie, %d of %d had not (first: %s)",
 		       what, tid, j->bad, j->deferred, j->msg);
@@ -673,12 +695,13 @@ TEST_F(cgroup2, cgroup_event_sees_only_its_cgroup)
 		mine = count_of(&r[i], PERF_RECORD_CALLCHAIN_DEFERRED, task[i]);
 		EXPECT_LE(1, mine)
 			TH_LOG("%s: expected records of its task %u, saw none", name[i], task[i]);
-		EXPECT_LE(j.samples / 2, j.deferred)
-			TH_LOG("%s: expected most samples of task %u deferred, %d of %d were",
-			       name[i], task[i], j.deferred, j.samples);
+		/* Its spins in user mode are walked in place: not counted. */
+		EXPECT_LE(j.kernel / 2, j.deferred)
+			TH_LOG("%s: want most kernel-mode samples of %u deferred, %d of %d were",
+			       name[i], task[i], j.deferred, j.kernel);
 		expect_joined(_metadata, name[i], task[i], &j);
-		TH_LOG("%s: %d samples of task %u, %d deferred, %d records, %d joined",
-		       name[i], j.samples, task[i], j.deferred, mine, j.joined);
+		TH_LOG("%s: %d samples of task %u (%d user), %d deferred, %d records, %d joined",
+		       name[i], j.samples, task[i], j.user, j.deferred, mine, j.joined);
 	}
 
 	for (i = 0; i < 2; i++)
@@ -863,8 +886,8 @@ TEST(tids_in_a_child_pid_namespace)
 			TH_LOG("%s: want records with pid = tid = %u, %d were not (first: tid %u)",
 			       name[i], tid[i], others, first);
 		expect_joined(_metadata, name[i], tid[i], &j);
-		TH_LOG("%s: %d samples as tid %u, %d deferred, %d joined",
-		       name[i], j.samples, tid[i], j.deferred, j.joined);
+		TH_LOG("%s: %d samples as tid %u (%d in user mode), %d deferred, %d joined",
+		       name[i], j.samples, tid[i], j.user, j.deferred, j.joined);
 	}
 
 	/* One walk per stay: both buffers got the same user stack. */
@@ -1256,6 +1279,7 @@ TEST(backward_buffer_gets_records)
 	__u32 tid = gettid_(), first = 0;
 	__u64 excuse[2] = { 0, 0 }, written;
 	bool wrapped = false;
+	int sampled = 0;
 	struct burner b;
 	double deadline;
 	struct join j;
@@ -1295,13 +1319,15 @@ TEST(backward_buffer_gets_records)
 	/*
 	 * rec[0] is the newest. The newest stay may have no record (sampling
 	 * stopped in it), the oldest one's record may be older than its
-	 * samples (taken after its walk), overwritten.
+	 * samples (taken after its walk), overwritten. A newest or oldest
+	 * sample taken in user mode (cookie 0) excuses nothing: no stay was
+	 * under way then.
 	 */
 	for (i = 0; i < r.nr_rec; i++) {
 		const struct ring_record *rr = &r.rec[i];
 
 		if (rr->type == PERF_RECORD_SAMPLE && rr->tid == tid) {
-			if (!excuse[0])
+			if (!sampled++)
 				excuse[0] = rr->cookie;
 			excuse[1] = rr->cookie;
 		}
@@ -1602,9 +1628,10 @@ TEST(io_uring_workers_are_not_deferred)
 		ASSERT_LE(MIN_SAMPLES, j.samples)
 			TH_LOG("%s: expected samples of the submitting thread %u, saw %d",
 			       name[i], me, j.samples);
-		EXPECT_LE(j.samples / 2, j.deferred)
-			TH_LOG("%s: expected the submitter's samples deferred, %d of %d were",
-			       name[i], j.deferred, j.samples);
+		/* Its spins in user mode are walked in place: not counted. */
+		EXPECT_LE(j.kernel / 2, j.deferred)
+			TH_LOG("%s: want the submitter's kernel samples deferred, %d of %d were",
+			       name[i], j.deferred, j.kernel);
 		expect_joined(_metadata, name[i], me, &j);
 		EXPECT_EQ(0, cookies)
 			TH_LOG("%s: want cookie 0 on worker samples, %d of %d had one (first: %s)",
@@ -1625,8 +1652,8 @@ TEST(io_uring_workers_are_not_deferred)
 }
 
 /*
- * hardware_pmu_user_ip_matches_record: spin in user mode, in a loop whose
- * code range and caller are known.
+ * hardware_pmu_user_samples_walked_in_place: spin in user mode, in a loop
+ * whose code range and caller are known, and read /dev/zero in between.
  */
 struct hw_spin {
 	unsigned long ret;		/* hw_spin()'s return address */
@@ -1686,28 +1713,38 @@ static struct perf_event_attr cycles_attr(int precise)
 }
 
 /*
- * Sample the spin loop with fd, the cycles event at the given precise_ip.
- * Every user-mode sample is deferred, from NMI, and joined with its record;
- * the record of a sample in the loop starts in the loop, called from
- * hw_spin()'s caller. Without PEBS or IBS (precise_ip 0) the sample's IP
- * is where the NMI came, and the walk starts there too: the self-interrupt
- * that runs it comes before the next user instruction.
+ * Sample the spin loop and the reads with fd, the cycles event at the
+ * given precise_ip. A user-mode sample is not deferred, from NMI either
+ * (deferring it would cost a self-interrupt to run the same walk): its
+ * user stack is walked in place, and for a sample in the loop it starts in
+ * the loop, called from hw_spin()'s caller. Without PEBS or IBS
+ * (precise_ip 0) the sample's IP is where the NMI came, and the walk
+ * starts there; a PEBS or IBS sample's IP is the one the PMU recorded, the
+ * walk still starts where the NMI came. The samples in read() are
+ * deferred from NMI, and joined with their records.
+ *
+ * Where the NMI came decides, not the cpumode of the sample: PEBS takes
+ * the latter from the PMU's IP, so that a PEBS sample of user code whose
+ * NMI came in the kernel (read()'s entry) is deferred below a kernel part.
  */
 static void hw_round(struct __test_metadata *_metadata, int fd, int precise)
 {
 	struct perf_event_attr attr = cycles_attr(precise);
-	int user = 0, zero = 0, kernel_ips = 0, with_record = 0, same_ip = 0;
-	int in_loop = 0, loop_ok = 0;
-	char ip_msg[128] = "", loop_msg[160] = "";
+	int user = 0, deferred = 0, no_walk = 0, with_walk = 0, same_ip = 0;
+	int in_loop = 0, loop_ok = 0, skid = 0;
+	char cookie_msg[96] = "", walk_msg[128] = "", ip_msg[128] = "";
+	char loop_msg[160] = "";
 	__u32 tid = gettid_();
 	struct hw_spin s;
 	unsigned long loops;
+	struct burner b;
 	double deadline;
 	struct join j;
 	struct ring r;
 	__u64 excuse;
-	size_t i, rec = 0;
+	size_t i;
 
+	burner_init(_metadata, &b);
 	ASSERT_EQ(0, ring_map(&r, fd, &attr, DATA_PAGES))
 		TH_LOG("mmap: %s", strerror(errno));
 	loops = hw_spin_loops(&s, HW_SPIN_SECONDS);
@@ -1715,6 +1752,8 @@ static void hw_round(struct __test_metadata *_metadata, int fd, int precise)
 	deadline = ring_now() + RUN_SECONDS;
 	do {
 		hw_spin(&s, loops);
+		ASSERT_EQ((ssize_t)b.len, readv(b.zero_fd, b.iov, b.iovcnt))
+			TH_LOG("readv of /dev/zero: %s", strerror(errno));
 		ring_drain(&r);
 	} while (r.nr_samples < 2 * WANT_SAMPLES && ring_now() < deadline);
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_DISABLE, 0));
@@ -1722,42 +1761,52 @@ static void hw_round(struct __test_metadata *_metadata, int fd, int precise)
 	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
 
 	for (i = 0; i < r.nr_rec; i++) {
-		const struct ring_record *sm = &r.rec[i], *rr;
-		__u64 k;
+		const struct ring_record *sm = &r.rec[i];
+		const __u64 *ips;
+		__u64 nr;
 
 		if (sm->type != PERF_RECORD_SAMPLE || sm->tid != tid ||
-		    (sm->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		    !taken_in_user_mode(sm))
 			continue;
-		user++;
-		if (!sm->cookie) {
-			zero++;
+		if (precise && sm->nr && sm->ips[0] == PERF_CONTEXT_KERNEL) {
+			skid++;
 			continue;
 		}
-		for (k = 0; k < sm->nr; k++)
-			kernel_ips += !ring_is_context(sm->ips[k]);
-		if (records_of(&r, sm->cookie, &rec) != 1 || !r.rec[rec].nr)
-			continue;	/* join_tid() tells */
-		rr = &r.rec[rec];
-		with_record++;
-		if (rr->ips[0] == sm->ip)
+		user++;
+		if (sm->cookie && !deferred++)
+			snprintf(cookie_msg, sizeof(cookie_msg), "ip %#llx, cookie %#llx",
+				 (unsigned long long)sm->ip,
+				 (unsigned long long)sm->cookie);
+		/* PERF_CONTEXT_USER first: no kernel ips before the user part. */
+		ips = user_mode_walk(sm, &nr);
+		if (!ips || !nr) {
+			if (!no_walk++)
+				snprintf(walk_msg, sizeof(walk_msg),
+					 "ip %#llx: %llu ips, ips[0] %#llx",
+					 (unsigned long long)sm->ip,
+					 (unsigned long long)sm->nr,
+					 sm->nr ? (unsigned long long)sm->ips[0] : 0ULL);
+			continue;
+		}
+		with_walk++;
+		if (ips[0] == sm->ip)
 			same_ip++;
 		else if (!ip_msg[0])
-			snprintf(ip_msg, sizeof(ip_msg), "sample ip %#llx, record ips[0] %#llx",
+			snprintf(ip_msg, sizeof(ip_msg), "sample ip %#llx, user ips[0] %#llx",
 				 (unsigned long long)sm->ip,
-				 (unsigned long long)rr->ips[0]);
+				 (unsigned long long)ips[0]);
 		if (sm->ip < s.start || sm->ip >= s.end)
 			continue;
 		in_loop++;
-		if (rr->nr >= 2 && rr->ips[0] >= s.start && rr->ips[0] < s.end &&
-		    rr->ips[1] == s.ret)
+		if (nr >= 2 && ips[0] >= s.start && ips[0] < s.end && ips[1] == s.ret)
 			loop_ok++;
 		else if (!loop_msg[0])
 			snprintf(loop_msg, sizeof(loop_msg),
 				 "ip %#llx: ips[0] %#llx, ips[1] %#llx of %llu, loop [%#lx, %#lx) called from %#lx",
 				 (unsigned long long)sm->ip,
-				 (unsigned long long)rr->ips[0],
-				 rr->nr > 1 ? (unsigned long long)rr->ips[1] : 0ULL,
-				 (unsigned long long)rr->nr, s.start, s.end, s.ret);
+				 (unsigned long long)ips[0],
+				 nr > 1 ? (unsigned long long)ips[1] : 0ULL,
+				 (unsigned long long)nr, s.start, s.end, s.ret);
 	}
 	excuse = last_cookie(&r, tid);
 	j = join_tid(&r, tid, &excuse, 1, true);
@@ -1765,31 +1814,45 @@ static void hw_round(struct __test_metadata *_metadata, int fd, int precise)
 	ASSERT_LE(MIN_SAMPLES, user)
 		TH_LOG("precise_ip %d: expected user-mode samples while spinning, saw %d of %zu",
 		       precise, user, r.nr_samples);
-	EXPECT_EQ(0, zero)
-		TH_LOG("precise_ip %d: expected every user-mode sample deferred, %d of %d were not",
-		       precise, zero, user);
-	EXPECT_EQ(0, kernel_ips)
-		TH_LOG("precise_ip %d: want no ips in deferred user-mode samples, saw %d",
-		       precise, kernel_ips);
-	expect_joined(_metadata, "the cycles event", tid, &j);
+	EXPECT_EQ(0, deferred)
+		TH_LOG("precise_ip %d: want no user-mode sample deferred, %d of %d were (%s)",
+		       precise, deferred, user, cookie_msg);
+	EXPECT_EQ(0, no_walk)
+		TH_LOG("precise_ip %d: want PERF_CONTEXT_USER and user ips only, %d of %d not (%s)",
+		       precise, no_walk, user, walk_msg);
+	/* The samples in read() are deferred as ever, from NMI. */
+	EXPECT_LE(j.kernel / 2, j.deferred)
+		TH_LOG("precise_ip %d: want most kernel-mode samples deferred, %d of %d were",
+		       precise, j.deferred, j.kernel);
+	/* Not expect_joined(): its user-mode rule goes by the cpumode. */
+	EXPECT_EQ(0, j.bad)
+		TH_LOG("precise_ip %d: want 1 record per cookie, %d of %d had not (first: %s)",
+		       precise, j.bad, j.deferred, j.msg);
+	EXPECT_LE(1, j.joined)
+		TH_LOG("precise_ip %d: expected samples joined with their records, none of %d",
+		       precise, j.deferred);
 	EXPECT_LE(1, in_loop)
 		TH_LOG("precise_ip %d: expected samples in the loop [%#lx, %#lx), none of %d",
 		       precise, s.start, s.end, user);
 	EXPECT_LE(in_loop * 9, loop_ok * 10)
-		TH_LOG("precise_ip %d: want 90%% of loop samples' records in it: %d of %d (%s)",
+		TH_LOG("precise_ip %d: want 90%% of loop samples walked from it: %d of %d (%s)",
 		       precise, loop_ok, in_loop, loop_msg);
+	/* The in-place walk starts at the interrupted registers' IP. */
 	if (!precise) {
-		EXPECT_LE(with_record * 9, same_ip * 10)
-			TH_LOG("precise_ip 0: want ips[0] == sample ip for 90%%: %d of %d (%s)",
-			       same_ip, with_record, ip_msg);
+		EXPECT_EQ(with_walk, same_ip)
+			TH_LOG("precise_ip 0: want user ips[0] == sample ip: %d of %d (%s)",
+			       same_ip, with_walk, ip_msg);
 	}
-	TH_LOG("precise_ip %d: %d user samples, %d joined, %d at ips[0], %d of %d in the loop",
-	       precise, user, with_record, same_ip, loop_ok, in_loop);
+	TH_LOG("precise_ip %d: %d user samples, %d walked, %d at ips[0], %d of %d in the loop",
+	       precise, user, with_walk, same_ip, loop_ok, in_loop);
+	TH_LOG("precise_ip %d: %d kernel-mode samples, %d deferred, %d joined; %d skid",
+	       precise, j.kernel, j.deferred, j.joined, skid);
 
 	ring_unmap(&r);
+	burner_fini(&b);
 }
 
-TEST(hardware_pmu_user_ip_matches_record)
+TEST(hardware_pmu_user_samples_walked_in_place)
 {
 	struct perf_event_attr attr;
 	int precise, fd = -1;

@@ -8,8 +8,10 @@
  *   must not start a new round of deferred work: the task finishes, such
  *   a sample has cookie 0 and an in-place user walk, or the cookie of the
  *   stay it belongs to when that stay was served already.
- * - A sample whose own interrupt's exit runs the deferred work costs no
- *   self-interrupt (the IWI line of /proc/interrupts).
+ * - A sample taken in a system call by an interrupt (not an NMI) costs no
+ *   self-interrupt (the IWI line of /proc/interrupts): the system call's
+ *   exit runs the deferred work. A sample taken in user mode defers
+ *   nothing: its user stack is walked in place.
  * - Every ring buffer that observes the task gets exactly one record per
  *   cookie, with more than 16 buffers and with events sharing a buffer,
  *   and a shared buffer's record is cut by the largest sample_max_stack of
@@ -220,8 +222,8 @@ static long long iwi_count(void)
 /* How the samples of one thread and the records of one buffer turned out. */
 struct ring_stats {
 	size_t samples;		/* of the thread */
+	size_t user_mode;	/* taken in user mode: walked in place */
 	size_t deferred;	/* cookie != 0 */
-	size_t deferred_user;	/* ... that interrupted user mode */
 	size_t inline_user;	/* cookie 0, user part walked in place */
 	size_t backward;	/* sampled after its cookie's record */
 	size_t records;		/* PERF_RECORD_CALLCHAIN_DEFERRED */
@@ -230,11 +232,15 @@ struct ring_stats {
 	/* problems; the first of each kind is described */
 	size_t zero_no_user;	/* cookie 0 but no user part */
 	size_t user_with_cookie; /* cookie and a user part */
+	size_t user_mode_deferred; /* taken in user mode, with a cookie */
+	size_t user_mode_walk;	/* taken in user mode, not walked from its ip */
 	size_t bad_cookie;	/* not odd << 32 | cpu + 1 */
 	size_t dup;		/* cookies with more than one record */
 	size_t missing;		/* samples whose cookie has no record */
 	char zero_msg[128];
 	char user_msg[128];
+	char user_mode_msg[128];
+	char walk_msg[160];
 	char cookie_msg[128];
 	char dup_msg[128];
 	char missing_msg[128];
@@ -302,7 +308,9 @@ static size_t sorted_records(const struct ring *r, struct cookie_ref **refs)
  * buffer. The stays still under way when the event stopped may have none
  * (a disabled event gets nothing): those with no record after their first
  * sample, the child having blocked in one and reported from another. A
- * lost record may be the one missing.
+ * lost record may be the one missing. A sample taken in user mode must
+ * have cookie 0 and its user part only (PERF_CONTEXT_USER first), walked
+ * from its ip.
  */
 static void analyze_ring(struct __test_metadata *_metadata,
 			 const struct ring *r, pid_t tid, struct ring_stats *st)
@@ -310,8 +318,10 @@ static void analyze_ring(struct __test_metadata *_metadata,
 	struct cookie_ref *refs;
 	size_t last_record = 0;
 	size_t nrefs, i, j, k;
+	const __u64 *ips;
 	const char *why;
 	bool user;
+	__u64 nr;
 
 	memset(st, 0, sizeof(*st));
 	nrefs = sorted_records(r, &refs);
@@ -339,6 +349,22 @@ static void analyze_ring(struct __test_metadata *_metadata,
 			continue;
 		st->samples++;
 		user = has_user_context(s);
+		if (taken_in_user_mode(s)) {
+			st->user_mode++;
+			if (s->cookie && !st->user_mode_deferred++)
+				snprintf(st->user_mode_msg, sizeof(st->user_mode_msg),
+					 "sample %zu at ip %#llx, cookie %#llx", i,
+					 (unsigned long long)s->ip,
+					 (unsigned long long)s->cookie);
+			ips = user_mode_walk(s, &nr);
+			if ((!nr || ips[0] != s->ip) && !st->user_mode_walk++)
+				snprintf(st->walk_msg, sizeof(st->walk_msg),
+					 "sample %zu at ip %#llx: %llu ips, ips[0] %#llx, user ips[0] %#llx",
+					 i, (unsigned long long)s->ip,
+					 (unsigned long long)s->nr,
+					 s->nr ? (unsigned long long)s->ips[0] : 0ULL,
+					 nr ? (unsigned long long)ips[0] : 0ULL);
+		}
 		if (!s->cookie) {
 			if (user)
 				st->inline_user++;
@@ -350,8 +376,6 @@ static void analyze_ring(struct __test_metadata *_metadata,
 			continue;
 		}
 		st->deferred++;
-		if ((s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER)
-			st->deferred_user++;
 		if (user && !st->user_with_cookie++)
 			snprintf(st->user_msg, sizeof(st->user_msg),
 				 "sample %zu, cookie %#llx", i,
@@ -388,8 +412,8 @@ static void add_problem(size_t *total, char *total_msg, size_t n,
 static void add_stats(struct ring_stats *t, const struct ring_stats *st)
 {
 	t->samples += st->samples;
+	t->user_mode += st->user_mode;
 	t->deferred += st->deferred;
-	t->deferred_user += st->deferred_user;
 	t->inline_user += st->inline_user;
 	t->backward += st->backward;
 	t->records += st->records;
@@ -399,6 +423,11 @@ static void add_stats(struct ring_stats *t, const struct ring_stats *st)
 		    st->zero_msg, sizeof(t->zero_msg));
 	add_problem(&t->user_with_cookie, t->user_msg, st->user_with_cookie,
 		    st->user_msg, sizeof(t->user_msg));
+	add_problem(&t->user_mode_deferred, t->user_mode_msg,
+		    st->user_mode_deferred, st->user_mode_msg,
+		    sizeof(t->user_mode_msg));
+	add_problem(&t->user_mode_walk, t->walk_msg, st->user_mode_walk,
+		    st->walk_msg, sizeof(t->walk_msg));
 	add_problem(&t->bad_cookie, t->cookie_msg, st->bad_cookie,
 		    st->cookie_msg, sizeof(t->cookie_msg));
 	add_problem(&t->dup, t->dup_msg, st->dup, st->dup_msg, sizeof(t->dup_msg));
@@ -713,7 +742,8 @@ TEST(irq_enable_tracepoint_makes_progress)
  * no_self_interrupt_per_deferred_sample: a thread spins in user mode and
  * reads /dev/zero, sampled by task-clock; the IWIs of the whole machine
  * during a deferred run minus those of a plain run are the self-interrupts
- * that deferral cost.
+ * that deferral cost. The samples in read() are deferred; those of the
+ * spin, taken in user mode, are walked in place in both runs.
  */
 struct iwi_result {
 	long long iwi;
@@ -792,9 +822,16 @@ TEST(no_self_interrupt_per_deferred_sample)
 	       plain.st.samples, plain.iwi, plain.cpu);
 	TH_LOG("deferred: %zu samples, %zu records, %lld IWIs in %.2f s of CPU",
 	       deferred.st.samples, deferred.st.records, deferred.iwi, deferred.cpu);
-	TH_LOG("deferred: %zu with a cookie, %zu in user mode, %zu in the kernel",
-	       deferred.st.deferred, deferred.st.deferred_user,
-	       deferred.st.deferred - deferred.st.deferred_user);
+	TH_LOG("deferred: %zu with a cookie, %zu in user mode walked in place",
+	       deferred.st.deferred, deferred.st.user_mode);
+	EXPECT_EQ(0, deferred.st.user_mode_deferred)
+		TH_LOG("want user-mode samples walked in place, %zu of %zu had a cookie (%s)",
+		       deferred.st.user_mode_deferred, deferred.st.user_mode,
+		       deferred.st.user_mode_msg);
+	EXPECT_EQ(0, deferred.st.user_mode_walk)
+		TH_LOG("want user-mode samples walked from their ip, %zu of %zu not (first: %s)",
+		       deferred.st.user_mode_walk, deferred.st.user_mode,
+		       deferred.st.walk_msg);
 	ASSERT_LE(IWI_MIN_DEFERRED, deferred.st.deferred)
 		TH_LOG("expected at least %d samples with a cookie, saw %zu of %zu",
 		       IWI_MIN_DEFERRED, deferred.st.deferred, deferred.st.samples);

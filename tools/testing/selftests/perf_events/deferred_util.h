@@ -81,6 +81,31 @@ static inline bool has_user_context(const struct ring_record *rr)
 	return false;
 }
 
+static inline bool taken_in_user_mode(const struct ring_record *s)
+{
+	return (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
+}
+
+static inline bool taken_in_kernel_mode(const struct ring_record *s)
+{
+	return (s->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+}
+
+/*
+ * The user ips of a sample taken in user mode, which is never deferred:
+ * its callchain is PERF_CONTEXT_USER and the user stack walked in place,
+ * with no kernel part (the sample interrupted no kernel code). NULL when
+ * the callchain has another shape; *nr: the number of user ips.
+ */
+static inline const __u64 *user_mode_walk(const struct ring_record *s, __u64 *nr)
+{
+	*nr = 0;
+	if (!s->nr || s->ips[0] != PERF_CONTEXT_USER)
+		return NULL;
+	*nr = s->nr - 1;
+	return &s->ips[1];
+}
+
 static inline const char *cookie_problem(__u64 cookie)
 {
 	__u32 cpu1 = (__u32)cookie;
@@ -123,7 +148,11 @@ static inline __u64 lost_count(int fd)
 	return v[1];
 }
 
-/* The cookie of the last sample of tid in the buffer, 0 if none. */
+/*
+ * The cookie of the last sample of tid in the buffer, 0 if none: that of
+ * the stay sampling stopped in. 0 too when that sample was taken in user
+ * mode, walked in place: then no stay was under way.
+ */
 static inline __u64 last_cookie(const struct ring *r, pid_t tid)
 {
 	size_t i;
