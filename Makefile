@@ -3,7 +3,7 @@
 # script of harness/, which a person can also run by hand.
 
 .PHONY: all check demo tree export patch kernel bench-kernel perf selftests clean \
-	compare-base bench-processing
+	compare-base bench-processing bench-record
 
 all: kernel perf selftests
 
@@ -22,6 +22,11 @@ compare-base:
 # What reading a deferred recording costs next to plain fp (ratios).
 bench-processing:
 	harness/bench-processing
+
+# What recording costs: no callchain, fp, fp,defer, dwarf (medians, ratios,
+# the README's performance table and chart).
+bench-record:
+	harness/bench-record
 
 tree:
 	harness/assemble
@@ -46,4 +51,5 @@ selftests: kernel
 
 clean:
 	rm -rf build/kernel-test build/kernel-bench build/kernel-base build/perf build/perf-base \
-		build/selftests build/vm build/demo build/compare build/bench-processing
+		build/selftests build/vm build/demo build/compare build/bench-processing \
+		build/bench-record
