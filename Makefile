@@ -3,7 +3,7 @@
 # script of harness/, which a person can also run by hand.
 
 .PHONY: all check demo tree export patch kernel bench-kernel perf selftests clean \
-	compare-base bench-processing bench-record
+	compare-base bench-processing bench-record stress fuzz-attr fuzz-perf boot-count
 
 all: kernel perf selftests
 
@@ -27,6 +27,32 @@ bench-processing:
 # the README's performance table and chart).
 bench-record:
 	harness/bench-record
+
+# Random perf_event_attrs, ioctls, mmaps, forks and execs on the test kernel
+# for FUZZ_S seconds (default 1800; FUZZ_SEED replays a run): no kernel
+# report, no hang, no leak.
+fuzz-attr:
+	harness/fuzz-attr
+
+# Fork, exec, signal, uprobe, compat and io_uring storms under many fp,defer
+# events on the test kernel, with every invariant checked (STRESS_S seconds,
+# default 600; make check runs it for a minute).
+stress:
+	harness/stress
+
+# Damaged fp,defer recordings (aimed mutations, zzuf) through perf script,
+# report, inject and report -D, perf built with ASAN and UBSan (FUZZ_N
+# iterations, default 300; make check runs 25).
+fuzz-perf:
+	harness/fuzz-perf
+
+# Boot the test kernel and the base kernel with the same configuration,
+# BOOTS times each (default 50), and count the boots with a kernel report.
+boot-count: tree
+	harness/build-kernel base-test >/dev/null
+	harness/build-kernel test >/dev/null
+	VM_LA57=1 harness/boot-count base-test $${BOOTS:-50}
+	VM_LA57=1 harness/boot-count test $${BOOTS:-50}
 
 tree:
 	harness/assemble
@@ -52,4 +78,5 @@ selftests: kernel
 clean:
 	rm -rf build/kernel-test build/kernel-bench build/kernel-base build/perf build/perf-base \
 		build/selftests build/vm build/demo build/compare build/bench-processing \
-		build/bench-record
+		build/bench-record build/perf-asan build/fuzz build/kernel-base-test \
+		build/boot-count

@@ -411,7 +411,8 @@ int deferred_callchains__index_done(struct deferred_callchains *dc)
 			return -ENOMEM;
 		}
 	}
-	qsort(dc->lost_times, dc->nr_lost_times, sizeof(u64), u64_cmp);
+	if (dc->nr_lost_times)
+		qsort(dc->lost_times, dc->nr_lost_times, sizeof(u64), u64_cmp);
 	return 0;
 }
 
