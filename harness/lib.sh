@@ -118,12 +118,13 @@ run_kselftest() {
 # A name that matches no test is a failure: a test that vanished (renamed,
 # not built) must not pass by being silent.
 run_perf_test() {
-	local log line desc verdict name seen=""
+	local log line desc verdict name seen="" dir=${PERF_DIR:-$BUILD/perf}
 
 	log=$(mktemp)
 	# perf test finds its shell tests under ./tools/perf/tests/shell, and
 	# they run "perf" from PATH. -v: a failure's output ends in the log.
-	(cd "$TREE" && PATH=$BUILD/perf:$PATH "$BUILD/perf/perf" test -v "$@") 2>&1 |
+	# PERF_DIR: another build of perf (build/perf-asan).
+	(cd "$TREE" && PATH=$dir:$PATH "$dir/perf" test -v "$@") 2>&1 |
 		tee "$log" || true
 	while IFS= read -r line; do
 		# A suite of several cases has a line of its own, without verdict.

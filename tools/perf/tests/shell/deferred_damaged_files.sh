@@ -1,0 +1,124 @@
+#!/bin/bash
+# perf reads damaged files with an error, never a crash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The inputs that crashed perf under the fuzzer (make fuzz-perf), cut down
+# to the one record that did it: counts larger than their record, an attr
+# larger than its record, a byte-swapped record of an unknown type, a
+# feature string without its NUL, a data section past the end of the file.
+# Each goes through perf script and perf report -D; perf may refuse it, with
+# a message, but must not die of a signal. Built with ASAN (make check runs
+# it so), perf also reports any read past a buffer.
+
+set -eu
+
+err=0
+tmpdir=$(mktemp -d /tmp/perf-test-damaged.XXXXXX)
+trap 'rm -rf "$tmpdir"' EXIT
+
+if ! command -v python3 >/dev/null; then
+	echo "skip: no python3 to write the damaged files"
+	exit 2
+fi
+
+python3 - "$tmpdir" <<'EOF'
+import struct
+import sys
+
+out = sys.argv[1]
+MAGIC = 0x32454c4946524550
+ATTR_SIZE = 136
+
+
+def attr(sample_type=0x7, size=ATTR_SIZE):
+    # cpu-clock, period 1, IP | TID | TIME
+    head = struct.pack("<IIQQQQ", 1, size, 0, 1, sample_type, 0)
+    return head + bytes(ATTR_SIZE - len(head))
+
+
+def record(rtype, body):
+    return struct.pack("<IHH", rtype, 0, 8 + len(body)) + body
+
+
+def pipe(name, *records):
+    with open(f"{out}/{name}", "wb") as f:
+        f.write(struct.pack("<QQ", MAGIC, 16) + b"".join(records))
+
+
+header_attr = record(64, attr() + struct.pack("<Q", 1))
+# PERF_RECORD_THREAD_MAP: one entry, a count of 2^40.
+pipe("thread-map-count.data", header_attr,
+     record(73, struct.pack("<Q", 1 << 40) + struct.pack("<Q", 1) + bytes(16)))
+# PERF_RECORD_CPU_MAP: a list of 65535 CPUs holding one.
+pipe("cpu-map-count.data", header_attr,
+     record(74, struct.pack("<HHH", 0, 0xffff, 0) + bytes(2)))
+# PERF_RECORD_HEADER_ATTR: an attr of 1.5 GiB.
+pipe("attr-size.data", record(64, attr(size=0x60000000) + struct.pack("<Q", 1)))
+# PERF_RECORD_HEADER_FEATURE, HEADER_HOSTNAME: a string without its NUL.
+pipe("feature-string.data", header_attr,
+     record(80, struct.pack("<QI", 3, 8) + b"ABCDEFGH" + bytes(4)))
+
+# Big-endian: a record of type 0xffffff00 (swapped before it is checked).
+with open(f"{out}/swapped-type.data", "wb") as f:
+    f.write(struct.pack(">QQ", MAGIC, 16) + struct.pack(">IHH", 0xffffff00, 0, 8))
+
+# A file whose header says its data goes on 1 MiB past the file's end.
+attrs_at = 104
+data_at = attrs_at + ATTR_SIZE + 16
+sample = record(9, struct.pack("<QIIQ", 0x400000, 1, 1, 1000))
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
+                      len(sample) + (1 << 20), 0, 0)
+header += bytes(32)             # no features
+with open(f"{out}/data-past-eof.data", "wb") as f:
+    f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample)
+EOF
+
+# check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
+# on stdin when its header is 16 bytes); EXPECT "refused" or "read".
+check() {
+	local file=$tmpdir/$1 expect=$2 status cmd
+
+	for cmd in script "report -D"; do
+		status=0
+		if [ "$(od -An -tu8 -j8 -N8 "$file" | tr -d ' ')" = 16 ] ||
+		   [ "$(od -An -tu8 --endian=big -j8 -N8 "$file" | tr -d ' ')" = 16 ]; then
+			# shellcheck disable=SC2086
+			perf $cmd -i - <"$file" >/dev/null 2>"$tmpdir/err" || status=$?
+		else
+			# shellcheck disable=SC2086
+			perf $cmd -i "$file" >/dev/null 2>"$tmpdir/err" || status=$?
+		fi
+		# 132 to 139: SIGILL to SIGSEGV; perf's own exit codes are small
+		# or a negative errno (234 for -EINVAL).
+		if { [ "$status" -ge 132 ] && [ "$status" -le 139 ]; } ||
+		   grep -qE 'AddressSanitizer|runtime error' "$tmpdir/err"; then
+			echo "FAIL: perf $cmd on $1: exit $status"
+			tail -n 20 "$tmpdir/err"
+			err=1
+		elif [ "$status" != 0 ] && ! grep -q '[^[:space:]]' "$tmpdir/err"; then
+			echo "FAIL: perf $cmd refused $1 without a word"
+			err=1
+		elif [ "$expect" = read ] && [ "$status" != 0 ]; then
+			echo "FAIL: perf $cmd could not read $1: exit $status"
+			tail -n 5 "$tmpdir/err"
+			err=1
+		else
+			echo "ok: perf $cmd on $1: exit $status$(head -n 1 "$tmpdir/err" | sed 's/^/, /')"
+		fi
+	done
+}
+
+check thread-map-count.data refused
+check cpu-map-count.data refused
+check attr-size.data refused
+check feature-string.data read
+check swapped-type.data refused
+check data-past-eof.data read
+if ! perf script -i "$tmpdir/data-past-eof.data" 2>&1 >/dev/null |
+	grep -q "past the end of the file"; then
+	echo "FAIL: no warning for a data section past the end of the file"
+	err=1
+fi
+
+exit $err
