@@ -62,6 +62,25 @@ pipe("feature-string.data", header_attr,
 with open(f"{out}/swapped-type.data", "wb") as f:
     f.write(struct.pack(">QQ", MAGIC, 16) + struct.pack(">IHH", 0xffffff00, 0, 8))
 
+# Big-endian: a sample of 65535 bytes, not a whole number of u64s.
+with open(f"{out}/swapped-odd-size.data", "wb") as f:
+    f.write(struct.pack(">QQ", MAGIC, 16) + struct.pack(">IHH", 9, 0, 0xffff) +
+            bytes(0xffff - 8))
+
+# A file with a feature this perf does not know (bit 41), for perf inject,
+# which writes the input's features out again.
+sample = record(9, struct.pack("<QIIQ", 0x400000, 1, 1, 1000))
+attrs_at = 104
+data_at = attrs_at + ATTR_SIZE + 16
+features = bytearray(32)
+features[41 // 8] |= 1 << (41 % 8)
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at, len(sample), 0, 0)
+feat_table_at = data_at + len(sample)
+with open(f"{out}/unknown-feature.data", "wb") as f:
+    f.write(header + bytes(features) + attr() + struct.pack("<QQ", 0, 0) + sample +
+            struct.pack("<QQ", feat_table_at + 16, 8) + bytes(8))
+
 # A file whose header says its data goes on 1 MiB past the file's end.
 attrs_at = 104
 data_at = attrs_at + ATTR_SIZE + 16
@@ -115,6 +134,18 @@ check attr-size.data refused
 check feature-string.data read
 check swapped-type.data refused
 check data-past-eof.data read
+check swapped-odd-size.data refused
+check unknown-feature.data read
+status=0
+perf inject -i "$tmpdir/unknown-feature.data" -o "$tmpdir/injected.data" \
+	2>"$tmpdir/err" || status=$?
+if [ "$status" != 0 ] || grep -qE 'AddressSanitizer|runtime error' "$tmpdir/err"; then
+	echo "FAIL: perf inject on unknown-feature.data: exit $status"
+	tail -n 20 "$tmpdir/err"
+	err=1
+else
+	echo "ok: perf inject on unknown-feature.data"
+fi
 if ! perf script -i "$tmpdir/data-past-eof.data" 2>&1 >/dev/null |
 	grep -q "past the end of the file"; then
 	echo "FAIL: no warning for a data section past the end of the file"

@@ -1191,6 +1191,7 @@ static int load_main(char **argv)
 {
 	unsigned int mask;
 	int load;
+	__u64 t;
 
 	if (!argv[1] || open_shm_arg(argv[2]))
 		return 2;
@@ -1204,7 +1205,10 @@ static int load_main(char **argv)
 	if (IMG && load == L_THREADS)
 		mask |= 1 << K_UPROBE;
 	/* the quotas: a second of work, under the sampling and the other loads */
+	t = now_ns();
 	calibrate(rates, mask | mask >> 16 | 1 << K_GETPPID);
+	fprintf(stderr, "# load %s (%d-bit): calibrated in %.1f s\n", load_name[load],
+		IMG ? 32 : 64, (now_ns() - t) / 1e9);
 	switch (load) {
 	case L_FORKER:
 		return run_forker(2);
@@ -1791,6 +1795,7 @@ static int sring_drain(struct sring *s)
 static void domain_finish(struct domain *d)
 {
 	struct stats *st = d->st;
+	static int shown;
 	size_t i;
 
 	for (i = 0; i < d->t.cap; i++) {
@@ -1818,8 +1823,12 @@ static void domain_finish(struct domain *d)
 			st->n[S_UNRESOLVED_STOPPED] += e->pending;
 		} else {
 			problem(st, S_UNRESOLVED,
-				"%s: %u samples of tid %u, cookie %#llx, and no record",
-				d->name, e->pending, e->tid1 - 1, ULL(e->key));
+				"%s: %u samples of tid %u, cookie %#llx, the last at %llu, and no record",
+				d->name, e->pending, e->tid1 - 1, ULL(e->key), ULL(e->time));
+			if (shown++ >= 20)
+				continue;
+			ksft_print_msg("unresolved: %s: %u samples, tid %u, %#llx at %llu\n",
+				       d->name, e->pending, e->tid1 - 1, ULL(e->key), ULL(e->time));
 			st->n[S_UNRESOLVED] += e->pending - 1;
 		}
 	}
@@ -2029,14 +2038,18 @@ static void fork_load(const char *name, int load, bool compat)
 	l->name = name;
 	l->load = load;
 	l->compat = compat;
-	if (pipe(p))
+	if (pipe2(p, O_CLOEXEC))
 		ksft_exit_fail_msg("pipe: %s\n", strerror(errno));
 	l->pid = fork();
 	if (l->pid < 0)
 		ksft_exit_fail_msg("fork: %s\n", strerror(errno));
 	if (!l->pid) {
 		char c;
+		int i;
 
+		/* the loads forked before wait for the end of their pipes */
+		for (i = 0; i < nr_loads - 1; i++)
+			close(loads[i].go);
 		close(p[1]);
 		if (read(p[0], &c, 1) < 0)
 			_exit(2);
@@ -2260,6 +2273,8 @@ static void churn_once(void)
 	struct sring s = { .d = &d, .cap = max_stack };
 	pid_t tgid, tid = pick_worker(&tgid);
 	int fd, fd2 = -1, op = rnd() % 3, stops = 0;
+	__u64 on, off1 = 0, on2 = 0, off;
+	__u64 unresolved = churn_stats.n[S_UNRESOLVED];
 
 	if (!tid) {
 		pause_us(1000);
@@ -2290,6 +2305,7 @@ static void churn_once(void)
 		if (fd2 >= 0)
 			__atomic_fetch_add(&nr_opened, 1, __ATOMIC_RELAXED);
 	}
+	on = now_ns();
 	ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
 	if (fd2 >= 0)
 		ioctl(fd2, PERF_EVENT_IOC_ENABLE, 0);
@@ -2297,12 +2313,15 @@ static void churn_once(void)
 	sring_drain(&s);
 	if (op == 2) {
 		/* disabled and enabled again mid-stay */
+		off1 = now_ns();
 		ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
 		stops++;
 		pause_us(rnd() % 2000);
+		on2 = now_ns();
 		ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
 		pause_us(1000 + rnd() % 10000);
 	}
+	off = now_ns();
 	if (op != 1) {
 		ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
 		if (fd2 >= 0)
@@ -2314,6 +2333,10 @@ static void churn_once(void)
 	if (d.lost || lost_count(fd) || (fd2 >= 0 && lost_count(fd2)))
 		d.lossy = true;
 	domain_finish(&d);
+	if (churn_stats.n[S_UNRESOLVED] != unresolved)
+		ksft_print_msg("churn of tid %d: op %d, %s, on %llu, off %llu, on %llu, off %llu\n",
+			       tid, op, fd2 >= 0 ? "with sched_switch" : "alone", ULL(on),
+			       ULL(off1), ULL(on2), ULL(off));
 	ring_unmap(&s.r);
 	if (fd2 >= 0)
 		close(fd2);
