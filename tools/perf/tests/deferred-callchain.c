@@ -152,7 +152,8 @@ static union perf_event *sample__synthesize(union perf_event *event, u64 sample_
 	/* the u32 size and the data fill whole u64s, as the kernel pads them */
 	if ((sample_type & PERF_SAMPLE_RAW) && (sizeof(u32) + sample->raw_size) % sizeof(u64))
 		return NULL;
-	memcpy(&chain[1], kernel->ips, kernel->nr * sizeof(u64));
+	if (kernel->nr)	/* an empty chain's ips may be NULL */
+		memcpy(&chain[1], kernel->ips, kernel->nr * sizeof(u64));
 	sample->ip = kernel->nr > 1 ? kernel->ips[1] : UIP0;
 	sample->pid = PID;
 	sample->callchain = (struct ip_callchain *)chain;
@@ -216,7 +217,8 @@ static union perf_event *record__build(union perf_event *event, u32 pid, u32 tid
 	rec->header.size = size;
 	rec->cookie = cookie;
 	rec->nr = stack->nr;
-	memcpy(rec->ips, stack->ips, stack->nr * sizeof(u64));
+	if (stack->nr)	/* an empty stack's ips may be NULL */
+		memcpy(rec->ips, stack->ips, stack->nr * sizeof(u64));
 	sample_id__put(&rec->ips[stack->nr], pid, tid, time);
 	return event;
 }

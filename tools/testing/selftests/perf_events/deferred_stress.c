@@ -1419,7 +1419,49 @@ struct domain {
 	__u64 format_lost;	/* its events' PERF_FORMAT_LOST counts */
 	__u64 sig_elsewhere;	/* sigreturn records from outside the ranges */
 	struct stats *st;
+	struct trace *trace;	/* churn: what came, for the log of a failure */
 };
+
+/* What a churn family saw, in order. */
+struct trace {
+	int n;
+	struct {
+		__u32 type, misc, tid, cpu;
+		__u64 time, cookie, id;
+	} e[512];
+};
+
+static void trace_add(struct domain *d, const struct ring_record *rr)
+{
+	struct trace *t = d->trace;
+
+	if (!t || t->n >= (int)ARRAY_SIZE(t->e))
+		return;
+	t->e[t->n].type = rr->type;
+	t->e[t->n].misc = rr->misc;
+	t->e[t->n].tid = rr->tid;
+	t->e[t->n].cpu = rr->cpu;
+	t->e[t->n].time = rr->time;
+	t->e[t->n].cookie = rr->cookie;
+	t->e[t->n++].id = rr->id;
+}
+
+static void trace_dump(const struct domain *d)
+{
+	const struct trace *t = d->trace;
+	int i;
+
+	for (i = 0; t && i < t->n; i++)
+		ksft_print_msg("  %s: %s tid %u cpu %u misc %#x at %llu, cookie %#llx, id %llu\n",
+			       d->name, t->e[i].type == PERF_RECORD_SAMPLE ? "sample" :
+			       t->e[i].type == PERF_RECORD_CALLCHAIN_DEFERRED ? "record" :
+			       "other", t->e[i].tid, t->e[i].cpu, t->e[i].misc,
+			       ULL(t->e[i].time), ULL(t->e[i].cookie), ULL(t->e[i].id));
+}
+
+/* Cookies a churn family missed: did any other family get their record? */
+static __u64 missed[64];
+static int nr_missed;
 
 struct sring {
 	struct ring r;
@@ -1733,6 +1775,7 @@ static void process(struct sring *s, const struct ring_record *rr, const __u64 *
 		problem(st, S_MALFORMED, "%s: %s", s->d->name, s->r.why);
 		return;
 	}
+	trace_add(s->d, rr);
 	switch (rr->type) {
 	case PERF_RECORD_SAMPLE:
 		on_sample(s, rr);
@@ -1792,9 +1835,28 @@ static int sring_drain(struct sring *s)
 }
 
 /* The samples left waiting: excused, or a missing record. */
+/* A family with a missing record: what else waited there, for the log. */
+static void dump_pending(const struct domain *d)
+{
+	static int dumped;
+	size_t i;
+
+	if (dumped++ >= 4)
+		return;
+	for (i = 0; i < d->t.cap; i++) {
+		const struct centry *e = &d->t.e[i];
+
+		if (e->key && e->pending)
+			ksft_print_msg("  waiting in %s: %u samples, tid %u, %#llx at %llu\n",
+				       d->name, e->pending, e->tid1 - 1, ULL(e->key),
+				       ULL(e->time));
+	}
+}
+
 static void domain_finish(struct domain *d)
 {
 	struct stats *st = d->st;
+	__u64 unresolved = st->n[S_UNRESOLVED];
 	static int shown;
 	size_t i;
 
@@ -1825,12 +1887,18 @@ static void domain_finish(struct domain *d)
 			problem(st, S_UNRESOLVED,
 				"%s: %u samples of tid %u, cookie %#llx, the last at %llu, and no record",
 				d->name, e->pending, e->tid1 - 1, ULL(e->key), ULL(e->time));
+			if (d->trace && nr_missed < (int)ARRAY_SIZE(missed))
+				missed[nr_missed++] = e->key;
 			if (shown++ >= 20)
 				continue;
 			ksft_print_msg("unresolved: %s: %u samples, tid %u, %#llx at %llu\n",
 				       d->name, e->pending, e->tid1 - 1, ULL(e->key), ULL(e->time));
 			st->n[S_UNRESOLVED] += e->pending - 1;
 		}
+	}
+	if (st->n[S_UNRESOLVED] != unresolved) {
+		dump_pending(d);
+		trace_dump(d);
 	}
 	ctab_free(&d->t);
 	ctab_free(&d->last);
@@ -2237,8 +2305,8 @@ static void open_system_events(void)
 	d->on_ns = now_ns();
 }
 
-/* A random running worker: its tid and tgid, or 0. */
-static pid_t pick_worker(pid_t *tgid)
+/* A random running worker: its tid, tgid and kind, or 0. */
+static pid_t pick_worker(pid_t *tgid, int *kind)
 {
 	unsigned int i, start = rnd() % NR_SLOTS;
 
@@ -2248,6 +2316,7 @@ static pid_t pick_worker(pid_t *tgid)
 		if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != 1)
 			continue;
 		*tgid = s->tgid;
+		*kind = s->kind;
 		return s->tid;
 	}
 	return 0;
@@ -2268,11 +2337,12 @@ static void pause_us(long us)
  */
 static void churn_once(void)
 {
+	static struct trace trace;
 	struct perf_event_attr a, t;
-	struct domain d = { .st = &churn_stats };
+	struct domain d = { .st = &churn_stats, .trace = &trace };
 	struct sring s = { .d = &d, .cap = max_stack };
-	pid_t tgid, tid = pick_worker(&tgid);
-	int fd, fd2 = -1, op = rnd() % 3, stops = 0;
+	int fd, fd2 = -1, op = rnd() % 3, stops = 0, kind;
+	pid_t tgid, tid = pick_worker(&tgid, &kind);
 	__u64 on, off1 = 0, on2 = 0, off;
 	__u64 unresolved = churn_stats.n[S_UNRESOLVED];
 
@@ -2280,7 +2350,8 @@ static void churn_once(void)
 		pause_us(1000);
 		return;
 	}
-	snprintf(d.name, sizeof(d.name), "churn of tid %d", tid);
+	trace.n = 0;
+	snprintf(d.name, sizeof(d.name), "churn of tid %d (%s)", tid, kind_name[kind]);
 	a = stress_attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, period(PERIOD_CHURN));
 	a.disabled = 1;
 	fd = syscall(__NR_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -2363,7 +2434,8 @@ static void *churn_main(void *arg)
 static void *hopper_main(void *arg)
 {
 	while (!helpers_stopping()) {
-		pid_t tgid, tid = pick_worker(&tgid);
+		int kind;
+		pid_t tgid, tid = pick_worker(&tgid, &kind);
 		cpu_set_t set;
 
 		if (tid) {
@@ -2387,7 +2459,8 @@ static void *hopper_main(void *arg)
 static void *signaller_main(void *arg)
 {
 	while (!helpers_stopping()) {
-		pid_t tgid, tid = pick_worker(&tgid);
+		int kind;
+		pid_t tgid, tid = pick_worker(&tgid, &kind);
 
 		if (tid && !syscall(__NR_tgkill, tgid, tid, SIGUSR1))
 			__atomic_fetch_add(&signals_sent, 1, __ATOMIC_RELAXED);
@@ -2978,6 +3051,18 @@ static int checker_main(int argc, char **argv)
 		if (lost && events[i].d) {
 			events[i].d->lossy = true;
 			events[i].d->format_lost += lost;
+		}
+	}
+	for (i = 0; i < nr_missed; i++) {
+		int j;
+
+		for (j = 0; j < nr_domains; j++) {
+			const struct centry *e = ctab_find(&domains[j].t, missed[i]);
+
+			if (e)
+				ksft_print_msg("missed cookie %#llx: %s has it, tid %u, rings %#llx, %u waiting\n",
+					       ULL(missed[i]), domains[j].name, e->tid1 - 1,
+					       ULL(e->rings), e->pending);
 		}
 	}
 	for (i = 0; i < nr_domains; i++)
