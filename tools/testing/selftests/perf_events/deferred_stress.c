@@ -2893,7 +2893,7 @@ static int checker_main(int argc, char **argv)
 		ksft_exit_skip("needs root: per-CPU events, tracefs, uprobes\n");
 	if (!(personality(0xffffffff) & ADDR_NO_RANDOMIZE))
 		ksft_exit_fail_msg("could not turn address space randomization off\n");
-	ksft_set_plan(11);
+	ksft_set_plan(12);
 	margin = 120 + seconds / 5;
 
 	fd = memfd_create("deferred_stress", 0);
