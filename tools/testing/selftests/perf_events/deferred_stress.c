@@ -1341,6 +1341,7 @@ struct centry {
 	__u32 pending;		/* samples waiting for their record */
 	__u64 rings;		/* the rings of the family that got a record */
 	__u64 time;		/* of the latest sample */
+	__u64 rtime;		/* of the first record */
 };
 
 struct ctab {
@@ -1753,6 +1754,8 @@ static void on_record(struct sring *s, const struct ring_record *rr)
 	if (e->rings & (1ULL << s->bit))
 		problem(st, S_DUP, "%s, ring %d: tid %u, cookie %#llx: a second record",
 			d->name, s->bit, rr->tid, ULL(rr->cookie));
+	if (!e->rings)
+		e->rtime = rr->time;
 	e->rings |= 1ULL << s->bit;
 	st->n[S_JOINED] += e->pending;
 	e->pending = 0;
@@ -3060,9 +3063,9 @@ static int checker_main(int argc, char **argv)
 			const struct centry *e = ctab_find(&domains[j].t, missed[i]);
 
 			if (e)
-				ksft_print_msg("missed cookie %#llx: %s has it, tid %u, rings %#llx, %u waiting\n",
+				ksft_print_msg("missed cookie %#llx: %s: tid %u, rings %#llx at %llu\n",
 					       ULL(missed[i]), domains[j].name, e->tid1 - 1,
-					       ULL(e->rings), e->pending);
+					       ULL(e->rings), ULL(e->rtime));
 		}
 	}
 	for (i = 0; i < nr_domains; i++)
