@@ -3063,7 +3063,7 @@ static int checker_main(int argc, char **argv)
 			const struct centry *e = ctab_find(&domains[j].t, missed[i]);
 
 			if (e)
-				ksft_print_msg("missed cookie %#llx: %s: tid %u, rings %#llx at %llu\n",
+				ksft_print_msg("missed %#llx: %s: tid %u, rings %#llx at %llu\n",
 					       ULL(missed[i]), domains[j].name, e->tid1 - 1,
 					       ULL(e->rings), ULL(e->rtime));
 		}
