@@ -5,7 +5,9 @@
 # The inputs that crashed perf under the fuzzer (make fuzz-perf), cut down
 # to the one record that did it: counts larger than their record, an attr
 # larger than its record, a byte-swapped record of an unknown type, a
-# feature string without its NUL, a data section past the end of the file.
+# feature string without its NUL, an event description count that wraps
+# or an attr of one byte in it,
+# a data section past the end of the file.
 # Each goes through perf script and perf report -D; perf may refuse it, with
 # a message, but must not die of a signal. Built with ASAN (make check runs
 # it so), perf also reports any read past a buffer.
@@ -57,6 +59,10 @@ pipe("attr-size.data", record(64, attr(size=0x60000000) + struct.pack("<Q", 1)))
 # PERF_RECORD_HEADER_FEATURE, HEADER_HOSTNAME: a string without its NUL.
 pipe("feature-string.data", header_attr,
      record(80, struct.pack("<QI", 3, 8) + b"ABCDEFGH" + bytes(4)))
+# PERF_RECORD_HEADER_FEATURE, HEADER_EVENT_DESC: 2^32 - 1 events (one more
+# is 0).
+pipe("event-desc-count.data", header_attr,
+     record(80, struct.pack("<QII", 12, 0xffffffff, ATTR_SIZE) + attr() + bytes(8)))
 
 # Big-endian: a record of type 0xffffff00 (swapped before it is checked).
 with open(f"{out}/swapped-type.data", "wb") as f:
@@ -80,6 +86,25 @@ feat_table_at = data_at + len(sample)
 with open(f"{out}/unknown-feature.data", "wb") as f:
     f.write(header + bytes(features) + attr() + struct.pack("<QQ", 0, 0) + sample +
             struct.pack("<QQ", feat_table_at + 16, 8) + bytes(8))
+
+# Big-endian: a file whose HEADER_EVENT_DESC has an attr of 1 byte (swapped
+# as a whole attr); HEADER_HOSTNAME tells perf how to swap the feature bits.
+attrs_at = 104
+data_at = attrs_at + ATTR_SIZE + 16
+be_attr = struct.pack(">IIQQQ", 1, ATTR_SIZE, 0, 1, 0x7) + bytes(ATTR_SIZE - 32)
+sample = struct.pack(">IHHQIIQ", 9, 0, 32, 0x400000, 1, 1, 1000)
+feat_table_at = data_at + len(sample)
+hostname = struct.pack(">I", 8) + b"testhos\0"
+event_desc = struct.pack(">III", 1, 1, 0) + struct.pack(">II", 0, 4) + b"ev\0\0"
+header = struct.pack(">QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack(">QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at, len(sample), 0, 0)
+header += struct.pack(">QQQQ", 1 << 3 | 1 << 12, 0, 0, 0)
+sections_at = feat_table_at + 32
+with open(f"{out}/swapped-event-desc-size.data", "wb") as f:
+    f.write(header + be_attr + bytes(16) + sample +
+            struct.pack(">QQQQ", sections_at, len(hostname),
+                        sections_at + len(hostname), len(event_desc)) +
+            hostname + event_desc)
 
 # A file whose header says its data goes on 1 MiB past the file's end.
 attrs_at = 104
@@ -132,6 +157,8 @@ check thread-map-count.data refused
 check cpu-map-count.data refused
 check attr-size.data refused
 check feature-string.data read
+check event-desc-count.data read
+check swapped-event-desc-size.data read
 check swapped-type.data refused
 check data-past-eof.data read
 check swapped-odd-size.data refused
