@@ -42,7 +42,7 @@ stress:
 
 # Damaged fp,defer recordings (aimed mutations, zzuf) through perf script,
 # report, inject and report -D, perf built with ASAN and UBSan (FUZZ_N
-# iterations, default 300; make check runs 25).
+# iterations, default 300, or FUZZ_S seconds; make check runs 25).
 fuzz-perf:
 	harness/fuzz-perf
 

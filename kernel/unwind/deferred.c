@@ -166,28 +166,38 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	}
 	unwind_cached_walk(info, cookie, &trace);
 
-	/*
-	 * Mark the consumers served before they leave ->pending, so a request
-	 * from an interrupt in between sees them as either still queued or
-	 * already served, never as neither (which would call them twice).
-	 */
 	todo = READ_ONCE(info->pending) & ~UNWIND_QUEUED;
 	if (!todo)
 		return;
-	WRITE_ONCE(info->served, info->served | todo);
-	barrier();
-	unwind_pending_clear(info, todo);
 
+	/*
+	 * A consumer stays in ->pending while its callback runs: a request
+	 * meanwhile, from an interrupt of this task, is told its callback is
+	 * due (0), and the callback, not done yet, serves it. Only once the
+	 * callback has returned is the consumer served (1): a request then
+	 * knows the callback is over. Served is marked before the consumer
+	 * leaves ->pending, so a request in between sees it as one or the
+	 * other, never as neither (which would call it twice).
+	 */
 	idx = srcu_read_lock(&callbacks_srcu);
 	list_for_each_entry_srcu(work, &callbacks, list,
 				 srcu_read_lock_held(&callbacks_srcu)) {
 		/* -1 while being cancelled. */
 		int bit = READ_ONCE(work->bit);
 
-		if (bit >= 0 && (todo & BIT(bit)))
-			work->func(work, &trace, cookie);
+		if (bit < 0 || !(todo & BIT(bit)))
+			continue;
+		work->func(work, &trace, cookie);
+		WRITE_ONCE(info->served, info->served | BIT(bit));
+		barrier();
+		unwind_pending_clear(info, BIT(bit));
 	}
 	srcu_read_unlock(&callbacks_srcu, idx);
+
+	/* The bits of consumers cancelled meanwhile: nobody left to call. */
+	WRITE_ONCE(info->served, info->served | todo);
+	barrier();
+	unwind_pending_clear(info, todo);
 }
 
 static void unwind_deferred_work(struct callback_head *head)
@@ -241,8 +251,9 @@ static int unwind_late_request(struct unwind_task_info *info,
  * task returns to user space, and @work's callback gets it and
  * @cookie, once per stay whatever the number of requests.
  *
- * Return: 0 when the callback is queued (or was already), 1 when the
- * callback already ran in this stay (the same @cookie, nothing queued),
+ * Return: 0 when the callback is queued or running (or was already), 1
+ * when the callback already ran in this stay and returned (the same
+ * @cookie, nothing queued),
  * -EINVAL for a task that has no user stack to walk (kernel threads, user
  * workers, exiting tasks), -EBUSY in a uprobe handler, -EAGAIN on the way
  * back to user space past the exit work or in an exec that is changing the

@@ -1424,13 +1424,26 @@ struct domain {
 };
 
 /* What a churn family saw, in order. */
+#define TRACE_IPS	6
+
 struct trace {
 	int n;
 	struct {
 		__u32 type, misc, tid, cpu;
 		__u64 time, cookie, id;
+		__u64 ips[TRACE_IPS];	/* a sample's first callchain entries */
 	} e[512];
 };
+
+static void format_ips(char *buf, size_t len, const __u64 *ips, __u64 nr)
+{
+	size_t pos = 0;
+	__u64 i;
+
+	buf[0] = 0;
+	for (i = 0; i < nr && i < 8 && pos < len; i++)
+		pos += snprintf(buf + pos, len - pos, " %#llx", ULL(ips[i]));
+}
 
 static void trace_add(struct domain *d, const struct ring_record *rr)
 {
@@ -1444,20 +1457,27 @@ static void trace_add(struct domain *d, const struct ring_record *rr)
 	t->e[t->n].cpu = rr->cpu;
 	t->e[t->n].time = rr->time;
 	t->e[t->n].cookie = rr->cookie;
+	memset(t->e[t->n].ips, 0, sizeof(t->e[t->n].ips));
+	if (rr->type == PERF_RECORD_SAMPLE && rr->ips)
+		memcpy(t->e[t->n].ips, rr->ips,
+		       (rr->nr < TRACE_IPS ? rr->nr : TRACE_IPS) * sizeof(__u64));
 	t->e[t->n++].id = rr->id;
 }
 
 static void trace_dump(const struct domain *d)
 {
 	const struct trace *t = d->trace;
+	char ips[TRACE_IPS * 20];
 	int i;
 
-	for (i = 0; t && i < t->n; i++)
-		ksft_print_msg("  %s: %s tid %u cpu %u misc %#x at %llu, cookie %#llx, id %llu\n",
+	for (i = 0; t && i < t->n; i++) {
+		format_ips(ips, sizeof(ips), t->e[i].ips, TRACE_IPS);
+		ksft_print_msg("  %s: %s tid %u cpu %u misc %#x at %llu, cookie %#llx, id %llu%s\n",
 			       d->name, t->e[i].type == PERF_RECORD_SAMPLE ? "sample" :
 			       t->e[i].type == PERF_RECORD_CALLCHAIN_DEFERRED ? "record" :
 			       "other", t->e[i].tid, t->e[i].cpu, t->e[i].misc,
-			       ULL(t->e[i].time), ULL(t->e[i].cookie), ULL(t->e[i].id));
+			       ULL(t->e[i].time), ULL(t->e[i].cookie), ULL(t->e[i].id), ips);
+	}
 }
 
 /* Cookies a churn family missed: did any other family get their record? */
@@ -1605,16 +1625,6 @@ static void on_sample(struct sring *s, const struct ring_record *rr)
 		e->rings = rr->cookie;
 		e->time = rr->time;
 	}
-}
-
-static void format_ips(char *buf, size_t len, const __u64 *ips, __u64 nr)
-{
-	size_t pos = 0;
-	__u64 i;
-
-	buf[0] = 0;
-	for (i = 0; i < nr && i < 8 && pos < len; i++)
-		pos += snprintf(buf + pos, len - pos, " %#llx", ULL(ips[i]));
 }
 
 /* Do ips[1..] begin with the range's return addresses (as far as cap lets)? */
