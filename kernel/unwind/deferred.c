@@ -115,6 +115,19 @@ static void unwind_pending_clear(struct unwind_task_info *info,
 		;
 }
 
+/*
+ * The consumers of @bits are served in the current stay. Served is marked
+ * before they leave ->pending, so a request in between sees them as one or
+ * the other, never as neither (which would call them twice).
+ */
+static void unwind_mark_served(struct unwind_task_info *info,
+			       unsigned long bits)
+{
+	WRITE_ONCE(info->served, info->served | bits);
+	barrier();
+	unwind_pending_clear(info, bits);
+}
+
 /* Walk the user stack, at most once per stay. */
 static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 			       struct unwind_stacktrace *trace)
@@ -173,11 +186,9 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	/*
 	 * A consumer stays in ->pending while its callback runs: a request
 	 * meanwhile, from an interrupt of this task, is told its callback is
-	 * due (0), and the callback, not done yet, serves it. Only once the
-	 * callback has returned is the consumer served (1): a request then
-	 * knows the callback is over. Served is marked before the consumer
-	 * leaves ->pending, so a request in between sees it as one or the
-	 * other, never as neither (which would call it twice).
+	 * due (0), and the callback, not done yet, serves it. Once the
+	 * callback has delivered (unwind_deferred_delivered()) or returned,
+	 * the consumer is served (1): a request then knows it came after.
 	 */
 	idx = srcu_read_lock(&callbacks_srcu);
 	list_for_each_entry_srcu(work, &callbacks, list,
@@ -188,17 +199,36 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 		if (bit < 0 || !(todo & BIT(bit)))
 			continue;
 		work->func(work, &trace, cookie);
-		WRITE_ONCE(info->served, info->served | BIT(bit));
-		barrier();
-		unwind_pending_clear(info, BIT(bit));
+		unwind_mark_served(info, BIT(bit));
 	}
 	srcu_read_unlock(&callbacks_srcu, idx);
 
 	/* The bits of consumers cancelled meanwhile: nobody left to call. */
-	WRITE_ONCE(info->served, info->served | todo);
-	barrier();
-	unwind_pending_clear(info, todo);
+	unwind_mark_served(info, todo);
 }
+
+/**
+ * unwind_deferred_delivered - the callback has delivered the stack
+ * @work:	the consumer whose callback is running
+ *
+ * Context: @work's callback, interrupts off.
+ *
+ * From here on, a request of @work in this stay is told that the callback
+ * already ran (1) rather than that it is due (0). A consumer whose callback
+ * hands the stack to sinks that may appear at any time (perf's events, when
+ * enabled) calls this once they are written, with interrupts still off
+ * since, so that a later request knows to check its own sink. Otherwise
+ * the consumer is served when its callback returns.
+ */
+void unwind_deferred_delivered(struct unwind_work *work)
+{
+	int bit = READ_ONCE(work->bit);
+
+	lockdep_assert_irqs_disabled();
+	if (bit >= 0)
+		unwind_mark_served(&current->unwind_info, BIT(bit));
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_delivered);
 
 static void unwind_deferred_work(struct callback_head *head)
 {
