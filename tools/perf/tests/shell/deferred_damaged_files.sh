@@ -7,7 +7,7 @@
 # larger than its record, a byte-swapped record of an unknown type, a
 # feature string without its NUL, an event description count that wraps
 # or an attr of one byte in it, trace data cut short,
-# a data section past the end of the file.
+# a data section past the end of the file (also one with deferred callchains).
 # Each goes through perf script and perf report -D; perf may refuse it, with
 # a message, but must not die of a signal. Built with ASAN (make check runs
 # it so), perf also reports any read past a buffer.
@@ -132,6 +132,23 @@ header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
 header += bytes(32)             # no features
 with open(f"{out}/data-past-eof.data", "wb") as f:
     f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample)
+
+# The same with deferred callchains, whose records perf indexes first: it
+# mapped the data section past the file's end and read there (SIGBUS). The
+# file ends on a page boundary (4096 bytes), after FINISHED_ROUND records.
+deferred = 0x7 | 0x20 | 1 << 25         # IP | TID | TIME | CALLCHAIN | DEFERRED
+sample = record(9, struct.pack("<QIIQQQQ", 0x400000, 1, 1, 1000, 1,
+                               0xffffffff81000000, 0))
+rounds = record(68, b"") * ((4096 - data_at - len(sample)) // 8)
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
+                      len(sample) + len(rounds) + (1 << 20), 0, 0)
+header += bytes(32)
+with open(f"{out}/deferred-past-eof.data", "wb") as f:
+    deferred_attr = bytearray(attr(sample_type=deferred))
+    deferred_attr[40:48] = struct.pack("<Q", 1 << 18)     # sample_id_all
+    f.write(header + bytes(deferred_attr) + struct.pack("<QQ", 0, 0) +
+            sample + rounds)
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
@@ -177,6 +194,7 @@ check event-desc-count.data read
 check swapped-event-desc-size.data read
 check swapped-type.data refused
 check data-past-eof.data read
+check deferred-past-eof.data read
 check swapped-odd-size.data refused
 check unknown-feature.data read
 check tracing-data-cut.data refused
