@@ -6,7 +6,9 @@
  *   main -> run_workload -> stage_one -> stage_two -> stage_three -> read
  *
  * Built with frame pointers and without sibling calls, so that every level
- * keeps its frame. Usage: syscall-chain [SECONDS] (default 2).
+ * keeps its frame (syscall-chain); and without frame pointers, with SFrame
+ * tables (syscall-chain-sframe), which only the deferred walk reads.
+ * Usage: syscall-chain [SECONDS] (default 2).
  */
 #include <fcntl.h>
 #include <sys/syscall.h>

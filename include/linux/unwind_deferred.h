@@ -53,7 +53,7 @@ struct unwind_work {
 int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func);
 void unwind_deferred_cancel(struct unwind_work *work);
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie);
-void unwind_deferred_delivered(struct unwind_work *work);
+void unwind_deferred_mark_served(struct unwind_work *work);
 
 void unwind_task_init(struct task_struct *task);
 void unwind_task_free(struct task_struct *task);
@@ -120,7 +120,7 @@ static inline int unwind_deferred_request(struct unwind_work *work,
 	return -EOPNOTSUPP;
 }
 
-static inline void unwind_deferred_delivered(struct unwind_work *work) {}
+static inline void unwind_deferred_mark_served(struct unwind_work *work) {}
 
 static inline void unwind_task_init(struct task_struct *task) {}
 static inline void unwind_task_free(struct task_struct *task) {}

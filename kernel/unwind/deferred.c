@@ -187,7 +187,7 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	 * A consumer stays in ->pending while its callback runs: a request
 	 * meanwhile, from an interrupt of this task, is told its callback is
 	 * due (0), and the callback, not done yet, serves it. Once the
-	 * callback has delivered (unwind_deferred_delivered()) or returned,
+	 * callback has marked it served (unwind_deferred_mark_served()) or returned,
 	 * the consumer is served (1): a request then knows it came after.
 	 */
 	idx = srcu_read_lock(&callbacks_srcu);
@@ -208,27 +208,27 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 }
 
 /**
- * unwind_deferred_delivered - the callback has delivered the stack
+ * unwind_deferred_mark_served - answer later requests "already ran"
  * @work:	the consumer whose callback is running
  *
- * Context: @work's callback, interrupts off.
+ * Context: @work's callback.
  *
  * From here on, a request of @work in this stay is told that the callback
  * already ran (1) rather than that it is due (0). A consumer whose callback
  * hands the stack to sinks that may appear at any time (perf's events, when
- * enabled) calls this once they are written, with interrupts still off
- * since, so that a later request knows to check its own sink. Otherwise
- * the consumer is served when its callback returns.
+ * enabled) calls this before it writes to them: a request from then on,
+ * from an interrupt of the callback too, checks whether its own sink got
+ * the stack, instead of counting on a callback that may have passed that
+ * sink already. Otherwise the consumer is served when its callback returns.
  */
-void unwind_deferred_delivered(struct unwind_work *work)
+void unwind_deferred_mark_served(struct unwind_work *work)
 {
 	int bit = READ_ONCE(work->bit);
 
-	lockdep_assert_irqs_disabled();
 	if (bit >= 0)
 		unwind_mark_served(&current->unwind_info, BIT(bit));
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_delivered);
+EXPORT_SYMBOL_GPL(unwind_deferred_mark_served);
 
 static void unwind_deferred_work(struct callback_head *head)
 {

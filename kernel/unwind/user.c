@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Walk the current task's user stack by its frame pointers, in task context
- * where page faults are allowed: the deferred walk of unwind_deferred.c.
+ * Walk the current task's user stack, in task context where page faults
+ * are allowed: the deferred walk of unwind_deferred.c.
  *
+ * Each frame is stepped over by the SFrame table of its code when the
+ * task has one (kernel/unwind/sframe.c), by its frame pointer otherwise.
  * Unlike the walk perf does inside the NMI, every read here may fault the
  * page in, so a stack page that is not resident does not end the walk. In
  * exchange the walk trusts nothing it reads: each frame must lie strictly
@@ -12,6 +14,7 @@
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/sched/task_stack.h>
+#include <linux/sframe.h>
 #include <linux/uaccess.h>
 #include <linux/unwind_user.h>
 #include <linux/uprobes.h>
@@ -93,7 +96,82 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
 #endif
 
 /**
- * unwind_user - walk the current task's user stack by frame pointers
+ * struct unwind_user_state - where the walk is
+ * @ip:		the frame's address: where the task stopped, then return
+ *		addresses
+ * @sp:		the frame's stack pointer
+ * @fp:		the frame pointer register, as the frame left it
+ * @word:	the task's word size
+ * @topmost:	the frame is the one the task stopped in
+ * @sframe:	the task has SFrame tables (64-bit tasks only)
+ * @done:	nothing more to walk
+ */
+struct unwind_user_state {
+	unsigned long	ip;
+	unsigned long	sp;
+	unsigned long	fp;
+	unsigned int	word;
+	bool		topmost;
+	bool		sframe;
+	bool		done;
+};
+
+/* Step from the frame of @state to its caller's, by the rule @frame. */
+static void unwind_user_next_common(struct unwind_user_state *state,
+				    const struct unwind_user_frame *frame)
+{
+	unsigned long cfa, ra, fp = state->fp;
+
+	if (frame->outermost)
+		goto done;
+	if (frame->use_fp) {
+		if (state->fp < state->sp)
+			goto done;
+		cfa = state->fp;
+	} else {
+		cfa = state->sp;
+	}
+	cfa += frame->cfa_off;
+
+	/* Strictly above the frame (no wrap either), word aligned. */
+	if (cfa <= state->sp || cfa & (state->word - 1))
+		goto done;
+	if (frame->fp_off &&
+	    unwind_user_read(cfa + frame->fp_off, state->word, &fp))
+		goto done;
+	if (unwind_user_read(cfa + frame->ra_off, state->word, &ra) || !ra)
+		goto done;
+
+	state->ip = ra;
+	state->sp = cfa;
+	state->fp = fp;
+	state->topmost = false;
+	return;
+done:
+	state->done = true;
+}
+
+static void unwind_user_next(struct unwind_user_state *state)
+{
+	struct unwind_user_frame frame;
+	int ret = -ENOENT;
+
+	/*
+	 * A return address is the instruction after a call, which may be
+	 * past the end of the calling function: look up the call.
+	 */
+	if (state->sframe)
+		ret = sframe_find(state->topmost ? state->ip : state->ip - 1,
+				  &frame);
+	if (ret == -ENOENT)
+		unwind_user_fp_frame(&frame, state->word);
+	else if (ret)
+		frame.outermost = true;
+	unwind_user_next_common(state, &frame);
+}
+
+/**
+ * unwind_user - walk the current task's user stack
  * @trace:	its @entries is where to store the user addresses, innermost
  *		first; its @nr is set to how many were stored
  * @max_entries: the most entries to store
@@ -101,43 +179,49 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
  * Context: task context of a user task, in the kernel; may fault and sleep.
  *
  * entries[0] is the user IP at kernel entry (the probed address when the
- * task is about to single-step a uprobe's copy), then come the return addresses
- * found by following the frame-pointer chain from the user registers saved
- * at kernel entry. A frame is two words, the caller's frame pointer and
- * the return address (asm/unwind_user.h).
+ * task is about to single-step a uprobe's copy), then come the return
+ * addresses of the frames above it. A frame whose code an SFrame table of
+ * the task describes is stepped over by that table; any other by its
+ * frame pointer, a frame being two words, the caller's frame pointer and
+ * the return address (asm/unwind_user.h). Compat tasks are walked by
+ * their frame pointers only.
  *
  * Return: 0, or -EINVAL when there is no user stack to walk (no entry).
  */
 int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries)
 {
 	struct pt_regs *regs = task_pt_regs(current);
-	unsigned long fp, sp, next_fp, ret_addr;
 	unsigned long *entries = trace->entries;
-	unsigned int word, max = max_entries, nr = 0;
+	struct unwind_user_state state;
 	struct unwind_uretprobe ur;
+	unsigned int nr = 0;
 
 	might_fault();
 	trace->nr = 0;
-	if (!max || !current->mm || !unwind_user_regs_ok(regs))
+	if (!max_entries || !current->mm || !unwind_user_regs_ok(regs))
 		return -EINVAL;
 
-	word = unwind_user_word_size(regs);
-	fp = unwind_user_frame_pointer(regs);
-	sp = user_stack_pointer(regs);
+	state = (struct unwind_user_state) {
+		.sp		= user_stack_pointer(regs),
+		.fp		= unwind_user_frame_pointer(regs),
+		.word		= unwind_user_word_size(regs),
+		.topmost	= true,
+	};
+	state.sframe = state.word == sizeof(long) && current_has_sframe();
 	unwind_uretprobe_init(&ur);
 
-	/* Interrupted just after returning into a uretprobe trampoline? */
-	entries[nr++] = unwind_uretprobe_fixup(&ur, unwind_user_ip(regs));
-	while (nr < max) {
-		/* Above everything walked so far, word aligned, no wrap. */
-		if (fp < sp || fp & (word - 1) || fp + 2 * word < fp)
+	/*
+	 * Interrupted just after returning into a uretprobe trampoline? The
+	 * real address is also the one whose table says where its caller is.
+	 */
+	state.ip = unwind_uretprobe_fixup(&ur, unwind_user_ip(regs));
+	entries[nr++] = state.ip;
+	while (nr < max_entries) {
+		unwind_user_next(&state);
+		if (state.done)
 			break;
-		if (unwind_user_read(fp, word, &next_fp) ||
-		    unwind_user_read(fp + word, word, &ret_addr) || !ret_addr)
-			break;
-		entries[nr++] = unwind_uretprobe_fixup(&ur, ret_addr);
-		sp = fp + 2 * word;
-		fp = next_fp;
+		state.ip = unwind_uretprobe_fixup(&ur, state.ip);
+		entries[nr++] = state.ip;
 	}
 	trace->nr = nr;
 	return 0;

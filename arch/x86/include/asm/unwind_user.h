@@ -7,6 +7,7 @@
 #ifndef _ASM_X86_UNWIND_USER_H
 #define _ASM_X86_UNWIND_USER_H
 
+#include <linux/unwind_user_types.h>
 #include <asm/ptrace.h>
 
 static inline unsigned int unwind_user_word_size(struct pt_regs *regs)
@@ -17,6 +18,22 @@ static inline unsigned int unwind_user_word_size(struct pt_regs *regs)
 static inline unsigned long unwind_user_frame_pointer(struct pt_regs *regs)
 {
 	return regs->bp;
+}
+
+/*
+ * A frame-pointer frame: the frame pointer points at the caller's saved
+ * frame pointer, the return address is the word above, and the caller's
+ * stack pointer (the CFA) the word above that.
+ */
+static inline void unwind_user_fp_frame(struct unwind_user_frame *frame,
+					unsigned int word)
+{
+	*frame = (struct unwind_user_frame) {
+		.cfa_off	= 2 * (s32)word,
+		.ra_off		= -(s32)word,
+		.fp_off		= -2 * (s32)word,
+		.use_fp		= true,
+	};
 }
 
 /*

@@ -4,8 +4,9 @@
  * a BPF_PROG_TYPE_PERF_EVENT program (PERF_EVENT_IOC_SET_BPF) is never
  * deferred. Its samples are walked in place (cookie 0, a PERF_CONTEXT_USER
  * part in the callchain), so that the program's
- * bpf_get_stack(BPF_F_USER_STACK), which reads the sample's own callchain,
- * sees the user stack, and a sample the program drops leaves no orphan
+ * bpf_get_stack(BPF_F_USER_STACK) and bpf_get_stackid(BPF_F_USER_STACK),
+ * which read the sample's own callchain, see the user stack, and a sample
+ * the program drops leaves no orphan
  * PERF_RECORD_CALLCHAIN_DEFERRED behind. The same event without a program
  * is the control: its samples taken in the kernel are deferred. Samples
  * taken in user mode are walked in place with or without a program: they
@@ -32,14 +33,16 @@
 #define READ_NS			500000	/* and of its reads of /dev/zero */
 #define READ_BYTES		(64 << 10)	/* one read() of /dev/zero */
 #define STACK_BYTES		256	/* bpf_get_stack() buffer, on the BPF stack */
+#define STACKID_DEPTH		32	/* frames per stack of the stack trace map */
+#define STACKID_ENTRIES		256
 #define MAX_INSNS		64
 #define LOG_BYTES		(64 << 10)
 
 /* The program's counters: one array map element of NR_COUNTERS u64s. */
 enum {
 	CNT_CALLS,		/* program runs */
-	CNT_USER,		/* bpf_get_stack() returned > 0 */
-	CNT_ERROR,		/* bpf_get_stack() returned < 0 */
+	CNT_USER,		/* bpf_get_stack() > 0, bpf_get_stackid() >= 0 */
+	CNT_ERROR,		/* either returned < 0 */
 	CNT_TEXT,		/* the first user address is in this program's text */
 	NR_COUNTERS,
 };
@@ -209,6 +212,41 @@ static void build_prog(struct prog *p, int map_fd, bool get_stack, int keep)
 	emit(p, BPF_EXIT_INSN());
 }
 
+/*
+ * The overflow program of the stack id test: bpf_get_stackid(ctx,
+ * stack_map, BPF_F_USER_STACK), counted as CNT_USER when it found a user
+ * stack (an id, >= 0), CNT_ERROR when not (-EFAULT: none in the
+ * callchain); it keeps every sample.
+ */
+static void build_stackid_prog(struct prog *p, int map_fd, int stack_map_fd)
+{
+	int out, no_user, no_error;
+
+	memset(p, 0, sizeof(*p));
+	emit_ld_imm64(p, BPF_REG_2, BPF_PSEUDO_MAP_FD, stack_map_fd);
+	emit(p, BPF_MOV64_IMM(BPF_REG_3, BPF_F_USER_STACK));
+	emit(p, BPF_EMIT_CALL(BPF_FUNC_get_stackid));
+	emit(p, BPF_MOV64_REG(BPF_REG_7, BPF_REG_0));
+
+	emit(p, BPF_ST_MEM(BPF_W, BPF_REG_10, -4, 0));
+	emit(p, BPF_MOV64_REG(BPF_REG_2, BPF_REG_10));
+	emit(p, BPF_ALU64_IMM(BPF_ADD, BPF_REG_2, -4));
+	emit_ld_imm64(p, BPF_REG_1, BPF_PSEUDO_MAP_FD, map_fd);
+	emit(p, BPF_EMIT_CALL(BPF_FUNC_map_lookup_elem));
+	out = emit(p, BPF_JMP_IMM(BPF_JEQ, BPF_REG_0, 0, 0));
+	emit(p, BPF_MOV64_IMM(BPF_REG_1, 1));
+	emit_count(p, CNT_CALLS, BPF_REG_1);
+	no_user = emit(p, BPF_JMP_IMM(BPF_JSLT, BPF_REG_7, 0, 0));
+	emit_count(p, CNT_USER, BPF_REG_1);
+	land(p, no_user);
+	no_error = emit(p, BPF_JMP_IMM(BPF_JSGE, BPF_REG_7, 0, 0));
+	emit_count(p, CNT_ERROR, BPF_REG_1);
+	land(p, no_error);
+	land(p, out);
+	emit(p, BPF_MOV64_IMM(BPF_REG_0, 1));
+	emit(p, BPF_EXIT_INSN());
+}
+
 static long sys_bpf(int cmd, union bpf_attr *attr)
 {
 	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
@@ -227,6 +265,19 @@ static int create_counters(void)
 	attr.key_size = sizeof(__u32);
 	attr.value_size = NR_COUNTERS * sizeof(__u64);
 	attr.max_entries = 1;
+	return sys_bpf(BPF_MAP_CREATE, &attr);
+}
+
+/* A stack trace map for bpf_get_stackid(). */
+static int create_stack_map(void)
+{
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = BPF_MAP_TYPE_STACK_TRACE;
+	attr.key_size = sizeof(__u32);
+	attr.value_size = STACKID_DEPTH * sizeof(__u64);
+	attr.max_entries = STACKID_ENTRIES;
 	return sys_bpf(BPF_MAP_CREATE, &attr);
 }
 
@@ -609,6 +660,58 @@ TEST(bpf_get_stack_sees_user_stack)
 
 	close_ring(&r);
 	close(prog_fd);
+	close(map_fd);
+	work_fini(&w);
+}
+
+/*
+ * bpf_get_stackid(BPF_F_USER_STACK) reads the sample's callchain too: it
+ * finds a user stack in samples taken in the kernel as well, none of
+ * which is deferred.
+ */
+TEST(bpf_get_stackid_sees_user_stack)
+{
+	int map_fd, stack_map_fd, prog_fd;
+	__u64 cnt[NR_COUNTERS];
+	struct ring_stats st;
+	struct work w;
+	struct prog p;
+	struct ring r;
+
+	map_fd = counters_or_skip(_metadata);
+	if (map_fd < 0)
+		return;
+	stack_map_fd = create_stack_map();
+	ASSERT_LE(0, stack_map_fd) TH_LOG("BPF_MAP_CREATE(STACK_TRACE): %s",
+					  strerror(errno));
+	build_stackid_prog(&p, map_fd, stack_map_fd);
+	prog_fd = load_prog(_metadata, &p);
+
+	work_init(_metadata, &w);
+	open_bpf_ring(_metadata, &r);
+	attach_prog(_metadata, &r, prog_fd);
+	sample_work(_metadata, &w, &r, map_fd, cnt);
+	st = count_ring(&r);
+	log_counters(_metadata, cnt, &w);
+
+	ASSERT_LE(MIN_CALLS, cnt[CNT_CALLS])
+		TH_LOG("expected the program to run at least %d times", MIN_CALLS);
+	/* A full map refuses new stacks (-EEXIST): allow for a few. */
+	EXPECT_LE(cnt[CNT_CALLS] * 9, cnt[CNT_USER] * 10)
+		TH_LOG("want bpf_get_stackid() >= 0 in 90%% of calls: %llu of %llu, %llu errors",
+		       (unsigned long long)cnt[CNT_USER],
+		       (unsigned long long)cnt[CNT_CALLS],
+		       (unsigned long long)cnt[CNT_ERROR]);
+	EXPECT_LT(st.user_mode, st.samples)
+		TH_LOG("want samples taken in the kernel, all %d were in user mode",
+		       st.samples);
+	EXPECT_EQ(0, st.deferred)
+		TH_LOG("want cookie 0 with a BPF program, %d of %d had one (first: %s)",
+		       st.deferred, st.samples, st.first_deferred);
+
+	close_ring(&r);
+	close(prog_fd);
+	close(stack_map_fd);
 	close(map_fd);
 	work_fini(&w);
 }

@@ -2,8 +2,9 @@
 /*
  * Exact stacks for PERF_SAMPLE_CALLCHAIN_DEFERRED: where the kernel rewrites
  * a task's user registers or stack inside one kernel stay (signal delivery,
- * rt_sigreturn, ptrace register writes, exec), the deferred walk of the
- * samples taken before the rewrite runs first, and the stay ends there.
+ * rt_sigreturn, ptrace register writes, uprobe call emulation, exec), the
+ * deferred walk of the samples taken before the rewrite runs first, and the
+ * stay ends there.
  *
  * Each test samples tracepoints with twin events: one defers the user part
  * of its callchains, the other walks the user stack in place, at the very
@@ -36,6 +37,7 @@
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
 #include "deferred_util.h"
+#include "deferred_exact_call.h"
 
 #define DATA_PAGES	64
 #define MAX_TP		4	/* tracepoints sampled by one test */
@@ -300,6 +302,7 @@ struct pair {
 };
 
 struct agreement {
+	int from;			/* the first frame compared */
 	struct pair *pair;
 	size_t nr_pair;
 	int joined;			/* deferred samples joined with a record */
@@ -467,7 +470,7 @@ static void compare_hit(struct agreement *ag, const struct twins *tw, int t,
 		     (unsigned long long)p->want[0], (unsigned long long)min_depth);
 		return;
 	}
-	for (k = 0; k < n; k++)
+	for (k = ag->from; k < n; k++)
 		if (p->got[k] != p->want[k])
 			break;
 	if (k < n) {
@@ -494,17 +497,18 @@ static void compare_hit(struct agreement *ag, const struct twins *tw, int t,
  * Pair the samples of the twins hit by hit (tid 0: every thread), the n-th
  * sample of a tracepoint and thread in one buffer with the n-th in the
  * other, and compare each deferred sample, joined with its record, with
- * its twin: the first min(frames) frames must be equal, at least
- * min_depth of them.
+ * its twin: the first min(frames) frames must be equal from frame "from"
+ * on, at least min_depth of them.
  */
 static void compare_twins(struct __test_metadata *_metadata, const struct twins *tw,
-			  pid_t tid, __u64 min_depth, struct agreement *ag)
+			  pid_t tid, int from, __u64 min_depth, struct agreement *ag)
 {
 	const struct ring *rd = &tw->r[0], *ri = &tw->r[1];
 	size_t i, j, n;
 	int t, nd, ni;
 
 	memset(ag, 0, sizeof(*ag));
+	ag->from = from;
 	ag->pair = calloc(rd->nr_samples + 1, sizeof(*ag->pair));
 	ASSERT_FALSE(!ag->pair);
 	ag->lost = lost_records(rd) + lost_records(ri);
@@ -658,7 +662,7 @@ TEST(signal_delivery_walks_before_the_frame)
 	drain_twins(&tw);
 	ASSERT_EQ(3 * ROUNDS, __atomic_load_n(&handled, __ATOMIC_RELAXED));
 
-	compare_twins(_metadata, &tw, s.tid, MIN_DEPTH, &ag);
+	compare_twins(_metadata, &tw, s.tid, 0, MIN_DEPTH, &ag);
 	expect_agreement(_metadata, &ag, MIN_HITS);
 	generate = hits_of(&ag, 0);
 	deliver = hits_of(&ag, 1);
@@ -724,7 +728,7 @@ TEST(sigreturn_walks_before_restoring)
 	drain_twins(&tw);
 	ASSERT_EQ(ROUNDS, __atomic_load_n(&handled, __ATOMIC_RELAXED));
 
-	compare_twins(_metadata, &tw, s.tid, MIN_DEPTH, &ag);
+	compare_twins(_metadata, &tw, s.tid, 0, MIN_DEPTH, &ag);
 	expect_agreement(_metadata, &ag, MIN_HITS);
 	entries = hits_of(&ag, 0);
 	exits = hits_of(&ag, 1);
@@ -750,6 +754,143 @@ TEST(sigreturn_walks_before_restoring)
 
 	free(ag.pair);
 	close_twins(&tw);
+}
+
+/* The probed call (deferred_exact_call.h) and its caller. */
+static __attribute__((noipa)) void emulated_call(void)
+{
+	asm volatile(".globl exact_call_site\n"
+		     ".hidden exact_call_site\n"
+		     "exact_call_site:\n\t"
+		     "call exact_call_target"
+		     : : : "memory");
+}
+
+/* The offset in this program's file of an address of its code. */
+static long file_offset(unsigned long addr)
+{
+	unsigned long start, end, off;
+	char line[512], perm[8];
+	long ret = -1;
+	FILE *f;
+
+	f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	while (ret < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s %lx", &start, &end, perm, &off) == 4 &&
+		    addr >= start && addr < end)
+			ret = addr - start + off;
+	fclose(f);
+	return ret;
+}
+
+/* Write one line to a tracefs file: 0, or -errno. */
+static int tracefs_write(const char *root, const char *file, const char *line)
+{
+	char path[128];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", root, file);
+	fd = open(path, O_WRONLY | O_APPEND);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, line, strlen(line)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* A counting uprobe event on this program's address addr: installs the probe. */
+static int open_uprobe(unsigned long addr)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.disabled	= 1,
+	};
+	long offset = file_offset(addr);
+	char buf[32] = "";
+	FILE *f;
+
+	f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	if (!buf[0] || offset < 0)
+		return -1;
+	attr.type = atoi(buf);
+	attr.config1 = (__u64)(unsigned long)"/proc/self/exe";
+	attr.config2 = offset;
+	return perf_open(&attr, 0, -1);
+}
+
+#define UPROBE_RESUME	"deferred_exact/uprobe_resume"
+
+/*
+ * A uprobe on a call instruction: the kernel emulates the call inside the
+ * stay of the breakpoint's trap, after the probe's handlers. A sample
+ * taken in that stay before (here of a kprobe on uprobe_notify_resume(),
+ * which runs the handlers and the emulation) is joined with the stack at
+ * the call, not in its target: the walk runs before the emulation. The
+ * twin, walked at the trap, sees the breakpoint's address plus one; the
+ * frames above are the same.
+ */
+TEST(uprobe_call_emulation_walks_before_the_call)
+{
+	static const char * const tps[] = { UPROBE_RESUME };
+	unsigned long site = (unsigned long)exact_call_site;
+	const char *root = tracefs_root();
+	int i, uprobe, at_call = 0, in_target = 0;
+	struct agreement ag;
+	struct twins tw;
+	size_t k;
+
+	if (!root)
+		SKIP(return, "no tracefs");
+	if (tracefs_write(root, "kprobe_events",
+			  "p:" UPROBE_RESUME " uprobe_notify_resume\n"))
+		SKIP(return, "no kprobe on uprobe_notify_resume (CONFIG_KPROBE_EVENTS): %s",
+		     strerror(errno));
+	uprobe = open_uprobe(site);
+	if (uprobe < 0) {
+		tracefs_write(root, "kprobe_events", "-:" UPROBE_RESUME "\n");
+		SKIP(return, "no uprobe PMU (CONFIG_UPROBE_EVENTS): %s", strerror(errno));
+	}
+	if (open_twins(_metadata, &tw, tps, 1, 0, -1, false, false)) {
+		close(uprobe);
+		tracefs_write(root, "kprobe_events", "-:" UPROBE_RESUME "\n");
+		SKIP(return, "%s", tw.why);
+	}
+
+	ASSERT_EQ(0, sampling(true));
+	for (i = 0; i < ROUNDS; i++)
+		emulated_call();
+	ASSERT_EQ(0, sampling(false));
+	drain_twins(&tw);
+
+	/* Frame 0 differs by design: compare from frame 1, then frame 0 alone. */
+	compare_twins(_metadata, &tw, gettid_(), 1, MIN_DEPTH, &ag);
+	expect_agreement(_metadata, &ag, MIN_HITS);
+	for (k = 0; k < ag.nr_pair; k++) {
+		const struct pair *p = &ag.pair[k];
+
+		if (!p->def->cookie || !p->got_nr)
+			continue;
+		at_call += p->got[0] == site;
+		in_target += p->got[0] == (unsigned long)exact_call_target;
+		EXPECT_EQ((__u64)site + 1, frame(p->want, p->want_nr, 0))
+			TH_LOG("walked at the trap: expected the breakpoint's address + 1");
+	}
+	EXPECT_EQ(ag.joined, at_call)
+		TH_LOG("want stacks that start at the call %#lx: %d of %d joined, %d in its target",
+		       site, at_call, ag.joined, in_target);
+
+	free(ag.pair);
+	close_twins(&tw);
+	close(uprobe);
+	EXPECT_EQ(0, tracefs_write(root, "kprobe_events", "-:" UPROBE_RESUME "\n"));
 }
 
 /* What the tracee of ptrace_register_writes_end_the_stay knows of itself. */
@@ -1018,7 +1159,7 @@ TEST(ptrace_register_writes_end_the_stay)
 	EXPECT_EQ(ROUNDS, t.exit_writes);
 	EXPECT_EQ(ROUNDS, t.signal_writes);
 
-	compare_twins(_metadata, &tw, t.child, MIN_DEPTH, &ag);
+	compare_twins(_metadata, &tw, t.child, 0, MIN_DEPTH, &ag);
 	expect_agreement(_metadata, &ag, MIN_HITS);
 	getppid = hits_of(&ag, 0) + hits_of(&ag, 1);
 	moved = hits_from(&ag, 0, a, f1, f2) + hits_from(&ag, 1, a, f1, f2);
@@ -1243,7 +1384,7 @@ TEST(exec_from_non_leader_thread)
 	 * What the thread's samples were joined with is what it had; only
 	 * frame 0 for sure, for it may switch out in libc, too.
 	 */
-	compare_twins(_metadata, &tw, old, 1, &ag);
+	compare_twins(_metadata, &tw, old, 0, 1, &ag);
 	expect_agreement(_metadata, &ag, 0);
 	from_site = hits_from(&ag, 0, sh->exec_ip, 0, 0);
 	EXPECT_EQ(entered, from_site)

@@ -78,6 +78,9 @@
 #define EXEC_DEPTH		2	/* re-execs of an exec'd child */
 #define STORM_SIGNALS		500	/* signals in one iteration: a livelock */
 #define STORM_END		20000	/* ... that break_storm() did not end */
+/* The shortest periods of sigtrap events (see build_attr()). */
+#define SIGTRAP_MIN_CLOCK_NS	5000000
+#define SIGTRAP_MIN_COUNT	1000
 #define NESTING_MAX		8	/* SIGTRAP handlers running at once */
 #define NESTING_END		100
 #define EXIT_STORM		3	/* a worker's status after STORM_END */
@@ -871,6 +874,26 @@ static void build_attr(struct rng *r, struct fattr *fa)
 
 	for (n = 0; n < 12 && chance(r, 55); n++)
 		mutate(r, fa);
+	/*
+	 * A SIGTRAP per overflow of an event that counts while a signal is
+	 * delivered (a clock, the page faults of signal frames, the signal
+	 * tracepoints) feeds itself inside the kernel once its period is
+	 * shorter than a delivery: the task delivers signal after signal and
+	 * never returns to user space, where break_storm() could end it. The
+	 * base kernel does the same (a delivery on the test kernel takes tens
+	 * of microseconds; the deferred walk, which runs in each one, makes it
+	 * longer). Such events get periods that no delivery reaches.
+	 */
+	if (a->sigtrap &&
+	    (a->type == PERF_TYPE_SOFTWARE || a->type == PERF_TYPE_TRACEPOINT)) {
+		__u64 min = a->type == PERF_TYPE_SOFTWARE &&
+			    a->config <= PERF_COUNT_SW_TASK_CLOCK ?
+			    SIGTRAP_MIN_CLOCK_NS : SIGTRAP_MIN_COUNT;
+
+		a->freq = 0;
+		if (a->sample_period < min)
+			a->sample_period = min;
+	}
 	/*
 	 * The upper half of a uprobe's config is the offset of a USDT
 	 * semaphore, which the kernel increments in every process that maps

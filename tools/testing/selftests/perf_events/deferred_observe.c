@@ -1104,8 +1104,13 @@ static void pause_one_record(struct __test_metadata *_metadata)
 	}
 	EXPECT_EQ(1, nr_lost)
 		TH_LOG("expected one PERF_RECORD_LOST after the pause, saw %d", nr_lost);
-	EXPECT_EQ(lost_total, lost_sum)
-		TH_LOG("PERF_RECORD_LOST counts %llu lost, read() %llu",
+	/*
+	 * Records lost after the pause (a reader too slow on a loaded
+	 * machine) are told by the next record written, which may never
+	 * come once the event is disabled: read() can count more.
+	 */
+	EXPECT_LE(lost_sum, lost_total)
+		TH_LOG("PERF_RECORD_LOST counts %llu lost, read() only %llu",
 		       (unsigned long long)lost_sum, (unsigned long long)lost_total);
 	EXPECT_LE(lost_paused, lost_sum)
 		TH_LOG("PERF_RECORD_LOST counts %llu lost, %llu were lost while paused",
@@ -1195,8 +1200,13 @@ static void pause_while_sampled(struct __test_metadata *_metadata)
 	EXPECT_EQ(PERF_RECORD_LOST, r.rec[first_after].type)
 		TH_LOG("want the first record after the pause to be PERF_RECORD_LOST, saw type %u",
 		       r.rec[first_after].type);
-	EXPECT_EQ(lost_total, lost_sum)
-		TH_LOG("PERF_RECORD_LOST counts %llu lost, read() %llu",
+	/*
+	 * Records lost after the pause (a reader too slow on a loaded
+	 * machine) are told by the next record written, which may never
+	 * come once the event is disabled: read() can count more.
+	 */
+	EXPECT_LE(lost_sum, lost_total)
+		TH_LOG("PERF_RECORD_LOST counts %llu lost, read() only %llu",
 		       (unsigned long long)lost_sum, (unsigned long long)lost_total);
 	EXPECT_LE(lost_paused, lost_sum)
 		TH_LOG("PERF_RECORD_LOST counts %llu lost, %llu were lost while paused",

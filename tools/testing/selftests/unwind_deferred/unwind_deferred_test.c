@@ -22,14 +22,13 @@
 #include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../kselftest_harness.h"
-
-/* A private UAPI of the test hook, not installed with the others. */
-#include "../../../../lib/test_unwind_deferred_uapi.h"
+#include "udt_hook.h"
 
 /* argv[1] of the image that the exec test starts. */
 #define EXEC_CHECK_ARG	"--unwind-deferred-exec-check"
@@ -164,26 +163,6 @@ static pid_t sys_gettid(void)
 	return syscall(SYS_gettid);
 }
 
-static void add_step(struct udt_request *req, __u32 consumer, __u32 context)
-{
-	struct udt_step *step = &req->steps[req->nr_steps++];
-
-	step->consumer = consumer;
-	step->context = context;
-}
-
-static int request(int fd, struct udt_request *req)
-{
-	return ioctl(fd, UDT_IOC_REQUEST, req);
-}
-
-static int get_result(int fd, __u32 consumer, struct udt_result *res)
-{
-	memset(res, 0, sizeof(*res));
-	res->consumer = consumer;
-	return ioctl(fd, UDT_IOC_RESULT, res);
-}
-
 static int arm(int fd, __u32 nr, __u32 flags)
 {
 	struct udt_arm arm = { .nr = nr, .flags = flags };
@@ -257,24 +236,6 @@ static void expect_same_trace(struct __test_metadata *_metadata,
 		TH_LOG("one walk: entries[%u] is %#llx for consumer %u, %#llx for consumer %u",
 		       i, (unsigned long long)a->entries[i], a->consumer,
 		       (unsigned long long)b->entries[i], b->consumer);
-}
-
-static void setup_hook(struct __test_metadata *_metadata, int *fd)
-{
-	*fd = open(UDT_PATH, O_RDWR | O_CLOEXEC);
-	if (*fd < 0)
-		SKIP(return, "%s: %s (needs CONFIG_TEST_UNWIND_DEFERRED, debugfs, root)",
-		     UDT_PATH, strerror(errno));
-	ASSERT_EQ(0, ioctl(*fd, UDT_IOC_RESET))
-		TH_LOG("RESET: %s", strerror(errno));
-}
-
-static void teardown_hook(int fd)
-{
-	if (fd < 0)
-		return;
-	ioctl(fd, UDT_IOC_RESET);	/* disarm */
-	close(fd);
 }
 
 FIXTURE(unwind) {
@@ -1045,6 +1006,18 @@ TEST_F(corrupt_frame, walk_stops_at_the_broken_frame)
 	}
 	EXPECT_EQ(1, res.walks);
 }
+
+#ifndef __x86_64__
+/* SFrame tables are for 64-bit tasks: a compat task is told so. */
+TEST(sframe_tables_are_not_for_compat_tasks)
+{
+	struct prctl_sframe arg = { };
+
+	EXPECT_EQ(-1, prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 0));
+	EXPECT_EQ(EOPNOTSUPP, errno)
+		TH_LOG("expected EOPNOTSUPP, seen %s", strerror(errno));
+}
+#endif
 
 int main(int argc, char **argv)
 {

@@ -1,0 +1,775 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * SFrame tables of user space, read by the deferred user stack walk.
+ *
+ * A program built with SFrame (GNU as --gsframe) carries in a
+ * PT_GNU_SFRAME segment a table that says, for every address of its code,
+ * where the caller's frame is: the canonical frame address (CFA, the stack
+ * pointer before the call) as an offset from the stack or frame pointer,
+ * and where the return address and the caller's frame pointer were saved.
+ * With it the walk steps over functions that keep no frame pointer.
+ *
+ * A table is found when an ELF file with such a segment is mapped
+ * executable (the program and its interpreter at exec, shared objects
+ * when ld.so maps them: vm_mmap_pgoff()), or registered by the process
+ * with prctl(PR_SFRAME) for code it generates. Each mm keeps its tables in
+ * a maple tree indexed by the text they describe; a table goes when any of
+ * its text is unmapped or mapped over, and with the mm. fork copies them.
+ *
+ * Only the header is read when a table is added. The rest is read from
+ * the process's memory while walking, in task context: every byte is
+ * hostile. Each read is a faulting user access inside the table's bounds,
+ * every count and offset is checked before it is used, and anything wrong
+ * ends the walk with what was found. Lookups hold sframe_srcu, which a
+ * fault may sleep under; a removed table is freed after an SRCU grace
+ * period.
+ */
+#include <linux/compat.h>
+#include <linux/elf.h>
+#include <linux/fs.h>
+#include <linux/maple_tree.h>
+#include <linux/mm.h>
+#include <linux/prctl.h>
+#include <linux/sched.h>
+#include <linux/sframe.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/srcu.h>
+#include <linux/uaccess.h>
+#include <linux/unwind_user_types.h>
+#include <linux/unaligned.h>
+
+#include "sframe.h"
+
+/*
+ * The most FREs looked at for one address: a function's FREs are sorted,
+ * so a real table needs as many as the function has CFA changes before
+ * that address. A table that needs more is treated as damaged.
+ */
+#define SFRAME_MAX_FRES_SCANNED	4096
+/* The most tables one process may register with prctl(). */
+#define SFRAME_MAX_REGISTERED	4096
+/* The most program headers read from a mapped ELF file. */
+#define SFRAME_MAX_PHNUM	(SZ_64K / sizeof(struct elf64_phdr))
+
+/**
+ * struct sframe_section - one SFrame table of a process
+ * @rcu:	frees it after an SRCU grace period
+ * @sframe_start: the table in the process's memory
+ * @sframe_end:	its end
+ * @text_start:	the code it describes
+ * @text_end:	its end
+ * @fdes_start:	the function descriptor entries (FDEs), sorted
+ * @fres_start:	the frame row entries (FREs)
+ * @fres_end:	their end
+ * @num_fdes:	number of FDEs
+ * @version:	SFRAME_VERSION_1 or _2
+ * @flags:	the header's SFRAME_F_*
+ * @fde_size:	bytes of an FDE (17 or 20)
+ * @ra_off:	the return address's offset from the CFA in every frame; 0
+ *		when each FRE gives it
+ * @fp_off:	the same for the saved frame pointer
+ * @registered:	added with prctl(PR_SFRAME), not found in a mapped file
+ */
+struct sframe_section {
+	struct rcu_head	rcu;
+	unsigned long	sframe_start;
+	unsigned long	sframe_end;
+	unsigned long	text_start;
+	unsigned long	text_end;
+	unsigned long	fdes_start;
+	unsigned long	fres_start;
+	unsigned long	fres_end;
+	u32		num_fdes;
+	u8		version;
+	u8		flags;
+	u8		fde_size;
+	s8		ra_off;
+	s8		fp_off;
+	bool		registered;
+};
+
+DEFINE_STATIC_SRCU(sframe_srcu);
+
+/*
+ * Check a table's header and fill @sec from it. @sec's sframe_start and
+ * sframe_end say where the table is; nothing past the header is read.
+ */
+static int sframe_parse_header(const struct sframe_header *hdr,
+			       struct sframe_section *sec)
+{
+	unsigned long size = sec->sframe_end - sec->sframe_start;
+	unsigned long body, fdes_end;
+	u8 known = SFRAME_F_FDE_SORTED | SFRAME_F_FRAME_POINTER;
+
+	if (hdr->preamble.magic != SFRAME_MAGIC)
+		return -EINVAL;
+	switch (hdr->preamble.version) {
+	case SFRAME_VERSION_1:
+		sec->fde_size = sizeof(struct sframe_fde_v1);
+		break;
+	case SFRAME_VERSION_2:
+		sec->fde_size = sizeof(struct sframe_fde_v2);
+		known |= SFRAME_F_FDE_FUNC_START_PCREL;
+		break;
+	default:
+		return -EINVAL;
+	}
+	/* The lookup is a binary search: it needs sorted FDEs. */
+	if ((hdr->preamble.flags & ~known) ||
+	    !(hdr->preamble.flags & SFRAME_F_FDE_SORTED))
+		return -EINVAL;
+	if (hdr->abi_arch != SFRAME_ABI_AMD64_ENDIAN_LITTLE || !hdr->num_fdes)
+		return -EINVAL;
+
+	/* All of it in u64: no count or offset of 32 bits can wrap it. */
+	body = sizeof(*hdr) + hdr->auxhdr_len;
+	fdes_end = body + (u64)hdr->fdes_off +
+		   (u64)hdr->num_fdes * sec->fde_size;
+	if (fdes_end > size ||
+	    body + (u64)hdr->fres_off + hdr->fre_len > size)
+		return -EINVAL;
+	/* The two sub-sections must not overlap: FREs follow the FDEs. */
+	if (body + (u64)hdr->fres_off < fdes_end)
+		return -EINVAL;
+
+	sec->version = hdr->preamble.version;
+	sec->flags = hdr->preamble.flags;
+	sec->num_fdes = hdr->num_fdes;
+	sec->fdes_start = sec->sframe_start + body + hdr->fdes_off;
+	sec->fres_start = sec->sframe_start + body + hdr->fres_off;
+	sec->fres_end = sec->fres_start + hdr->fre_len;
+	sec->ra_off = hdr->cfa_fixed_ra_offset;
+	sec->fp_off = hdr->cfa_fixed_fp_offset;
+	return 0;
+}
+
+static void sframe_free_srcu(struct rcu_head *rcu)
+{
+	kfree(container_of(rcu, struct sframe_section, rcu));
+}
+
+/*
+ * Called with mmap_lock held and sframe_srcu: a table that two removals
+ * find (two threads of the process) is freed once, by the one that
+ * erased it, and stays readable for the other meanwhile.
+ */
+static void sframe_remove(struct mm_struct *mm, struct sframe_section *sec)
+{
+	if (mtree_erase(&mm->sframe_mt, sec->text_start) == sec)
+		call_srcu(&sframe_srcu, &sec->rcu, sframe_free_srcu);
+}
+
+/* Drop the tables that describe any of [start, end). */
+static void sframe_remove_range(struct mm_struct *mm, unsigned long start,
+				unsigned long end)
+{
+	struct sframe_section *sec;
+	unsigned long index = start;
+	int idx;
+
+	if (start >= end)
+		return;
+	idx = srcu_read_lock(&sframe_srcu);
+	mt_for_each(&mm->sframe_mt, sec, index, end - 1)
+		sframe_remove(mm, sec);
+	srcu_read_unlock(&sframe_srcu, idx);
+}
+
+/* Called with mmap_lock held for reading, so that munmap() waits. */
+static int sframe_insert(struct mm_struct *mm, struct sframe_section *sec)
+{
+	return mtree_insert_range(&mm->sframe_mt, sec->text_start,
+				  sec->text_end - 1, sec, GFP_KERNEL_ACCOUNT);
+}
+
+/**
+ * sframe_mm_init - a new mm has no tables
+ * @mm:		the mm, being set up
+ */
+void sframe_mm_init(struct mm_struct *mm)
+{
+	/* Walks look tables up without the tree's lock: RCU mode. */
+	mt_init_flags(&mm->sframe_mt, MT_FLAGS_USE_RCU);
+}
+
+/**
+ * sframe_dup_mm - a forked mm starts with the tables of its parent's
+ * @mm:		the child's mm, not yet visible to anyone
+ * @oldmm:	the parent's mm, mmap_lock held for writing
+ *
+ * Return: 0, or -ENOMEM.
+ */
+int sframe_dup_mm(struct mm_struct *mm, struct mm_struct *oldmm)
+{
+	struct sframe_section *sec, *copy;
+	unsigned long index = 0;
+	int ret;
+
+	mt_for_each(&oldmm->sframe_mt, sec, index, ULONG_MAX) {
+		copy = kmemdup(sec, sizeof(*sec), GFP_KERNEL_ACCOUNT);
+		if (!copy)
+			return -ENOMEM;
+		ret = sframe_insert(mm, copy);
+		if (ret) {
+			kfree(copy);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/**
+ * sframe_free_mm - free the tables of an mm
+ * @mm:		the mm, its last reference gone
+ *
+ * Nobody can walk with @mm any more, so the tables go at once.
+ */
+void sframe_free_mm(struct mm_struct *mm)
+{
+	struct sframe_section *sec;
+	unsigned long index = 0;
+
+	mt_for_each(&mm->sframe_mt, sec, index, ULONG_MAX)
+		kfree(sec);
+	mtree_destroy(&mm->sframe_mt);
+}
+
+/**
+ * __sframe_unmapped - [start, end) of the current mm is unmapped
+ * @mm:		the mm, mmap_lock held for writing
+ * @start:	the first byte unmapped
+ * @end:	the byte after the last one
+ *
+ * The tables that describe any of that code go with it.
+ */
+void __sframe_unmapped(struct mm_struct *mm, unsigned long start,
+		       unsigned long end)
+{
+	sframe_remove_range(mm, start, end);
+}
+
+/*
+ * Read the part of a mapped file's ELF headers that locates its SFrame
+ * table and the code mapped at @addr: returns 0 and fills @sec, or an
+ * error when the file has no usable table.
+ */
+static int sframe_read_elf(struct file *file, unsigned long addr,
+			   unsigned long len, unsigned long pgoff,
+			   struct sframe_section *sec)
+{
+	struct elf64_phdr *phdrs, *text = NULL, *sframe = NULL;
+	unsigned long bias, size;
+	struct sframe_header hdr;
+	struct elf64_hdr ehdr;
+	loff_t pos = 0;
+	int i, ret;
+
+	if (kernel_read(file, &ehdr, sizeof(ehdr), &pos) != sizeof(ehdr))
+		return -ENOEXEC;
+	if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) ||
+	    ehdr.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    ehdr.e_ident[EI_DATA] != ELFDATA2LSB ||
+	    ehdr.e_machine != EM_X86_64 ||
+	    (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN) ||
+	    ehdr.e_phentsize != sizeof(*phdrs) ||
+	    !ehdr.e_phnum || ehdr.e_phnum > SFRAME_MAX_PHNUM)
+		return -ENOEXEC;
+
+	size = ehdr.e_phnum * sizeof(*phdrs);
+	phdrs = kmalloc(size, GFP_KERNEL);
+	if (!phdrs)
+		return -ENOMEM;
+	pos = ehdr.e_phoff;
+	ret = -ENOEXEC;
+	if (kernel_read(file, phdrs, size, &pos) != size)
+		goto out;
+
+	for (i = 0; i < ehdr.e_phnum; i++) {
+		struct elf64_phdr *p = &phdrs[i];
+
+		if (p->p_type == PT_GNU_SFRAME) {
+			/* Two tables: which one? Neither. */
+			if (sframe)
+				goto out;
+			sframe = p;
+		}
+		/* The executable segment mapped at @pgoff. */
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) &&
+		    p->p_offset >> PAGE_SHIFT == pgoff && !text)
+			text = p;
+	}
+	if (!sframe || !text)
+		goto out;
+
+	/* Where the file's addresses are in this mapping. */
+	if ((text->p_offset - text->p_vaddr) & ~PAGE_MASK)
+		goto out;
+	bias = addr - (text->p_vaddr & PAGE_MASK);
+	sec->text_start = bias + text->p_vaddr;
+	sec->text_end = sec->text_start + text->p_memsz;
+	sec->sframe_start = bias + sframe->p_vaddr;
+	sec->sframe_end = sec->sframe_start + sframe->p_memsz;
+	if (text->p_memsz > TASK_SIZE || sframe->p_memsz > TASK_SIZE ||
+	    sec->text_start < addr || sec->text_end <= sec->text_start ||
+	    sec->text_end > addr + PAGE_ALIGN(len) || sec->text_end > TASK_SIZE ||
+	    sec->sframe_end <= sec->sframe_start ||
+	    sec->sframe_end > TASK_SIZE ||
+	    sframe->p_filesz < sizeof(hdr) || sframe->p_filesz > sframe->p_memsz)
+		goto out;
+
+	pos = sframe->p_offset;
+	if (kernel_read(file, &hdr, sizeof(hdr), &pos) != sizeof(hdr))
+		goto out;
+	ret = sframe_parse_header(&hdr, sec);
+out:
+	kfree(phdrs);
+	return ret;
+}
+
+/**
+ * sframe_file_mapped - a file was mapped executable: find its SFrame table
+ * @file:	the file
+ * @addr:	where it is mapped
+ * @len:	how much
+ * @pgoff:	from which page of it
+ *
+ * Context: task context, the new mapping's mm is current's, mmap_lock not
+ * held. Called for every executable file mapping: the program and its
+ * interpreter at exec, and shared objects that ld.so maps.
+ *
+ * A mapping of the code of an ELF file with a PT_GNU_SFRAME segment gets
+ * that table. Whatever tables described the mapped range go: the range
+ * is this file's code now.
+ */
+void sframe_file_mapped(struct file *file, unsigned long addr,
+			unsigned long len, unsigned long pgoff)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	struct sframe_section *sec;
+
+	/* Reads of anything but a regular file may block or have effects. */
+	if (!S_ISREG(file_inode(file)->i_mode) || !(file->f_mode & FMODE_READ))
+		return;
+
+	sec = kzalloc(sizeof(*sec), GFP_KERNEL_ACCOUNT);
+	if (!sec)
+		return;
+	if (sframe_read_elf(file, addr, len, pgoff, sec))
+		goto free;
+
+	/*
+	 * The file was read without mmap_lock: the mapping may have changed
+	 * meanwhile. Add the table only if it is still there.
+	 */
+	mmap_read_lock(mm);
+	vma = vma_lookup(mm, addr);
+	if (vma && vma->vm_file == file && vma->vm_pgoff == pgoff &&
+	    (vma->vm_flags & VM_EXEC) && vma->vm_start == addr &&
+	    sec->text_end <= vma->vm_end) {
+		sframe_remove_range(mm, addr, vma->vm_end);
+		if (!sframe_insert(mm, sec))
+			sec = NULL;
+	}
+	mmap_read_unlock(mm);
+free:
+	kfree(sec);
+}
+
+/* Whether [start, end) is mapped, in one or more VMAs. */
+static bool sframe_range_mapped(struct mm_struct *mm, unsigned long start,
+				unsigned long end)
+{
+	struct vm_area_struct *vma;
+
+	while (start < end) {
+		vma = vma_lookup(mm, start);
+		if (!vma)
+			return false;
+		start = vma->vm_end;
+	}
+	return true;
+}
+
+static unsigned int sframe_registered(struct mm_struct *mm)
+{
+	struct sframe_section *sec;
+	unsigned long index = 0;
+	unsigned int nr = 0;
+
+	mt_for_each(&mm->sframe_mt, sec, index, ULONG_MAX)
+		nr += sec->registered;
+	return nr;
+}
+
+static int sframe_add(const struct prctl_sframe __user *uarg, size_t usize)
+{
+	struct mm_struct *mm = current->mm;
+	struct sframe_header hdr;
+	struct sframe_section *sec;
+	struct prctl_sframe arg;
+	int ret;
+
+	ret = copy_struct_from_user(&arg, sizeof(arg), uarg, usize);
+	if (ret)
+		return ret;
+	if (!arg.sframe_size || !arg.text_size ||
+	    arg.sframe_start > TASK_SIZE || arg.sframe_size > TASK_SIZE ||
+	    arg.sframe_start + arg.sframe_size > TASK_SIZE ||
+	    arg.text_start > TASK_SIZE || arg.text_size > TASK_SIZE ||
+	    arg.text_start + arg.text_size > TASK_SIZE ||
+	    arg.sframe_size < sizeof(hdr))
+		return -EINVAL;
+	if (copy_from_user(&hdr, u64_to_user_ptr(arg.sframe_start), sizeof(hdr)))
+		return -EFAULT;
+
+	sec = kzalloc(sizeof(*sec), GFP_KERNEL_ACCOUNT);
+	if (!sec)
+		return -ENOMEM;
+	sec->sframe_start = arg.sframe_start;
+	sec->sframe_end = arg.sframe_start + arg.sframe_size;
+	sec->text_start = arg.text_start;
+	sec->text_end = arg.text_start + arg.text_size;
+	sec->registered = true;
+	ret = sframe_parse_header(&hdr, sec);
+	if (ret)
+		goto free;
+
+	if (mmap_read_lock_killable(mm)) {
+		ret = -EINTR;
+		goto free;
+	}
+	if (!sframe_range_mapped(mm, sec->text_start, sec->text_end))
+		ret = -EINVAL;
+	else if (sframe_registered(mm) >= SFRAME_MAX_REGISTERED)
+		ret = -ENOSPC;
+	else
+		ret = sframe_insert(mm, sec);
+	mmap_read_unlock(mm);
+	if (!ret)
+		return 0;
+free:
+	kfree(sec);
+	return ret;
+}
+
+static int sframe_remove_at(unsigned long text_start)
+{
+	struct mm_struct *mm = current->mm;
+	struct sframe_section *sec;
+	int idx, ret = -ENOENT;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	idx = srcu_read_lock(&sframe_srcu);
+	sec = mtree_load(&mm->sframe_mt, text_start);
+	if (sec && sec->text_start == text_start) {
+		sframe_remove(mm, sec);
+		ret = 0;
+	}
+	srcu_read_unlock(&sframe_srcu, idx);
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+/**
+ * sframe_prctl - prctl(PR_SFRAME, op, ...): add or remove a table
+ * @op:		PR_SFRAME_ADD or PR_SFRAME_REMOVE
+ * @arg3:	ADD: a struct prctl_sframe; REMOVE: the start of the code of
+ *		the table to remove
+ * @arg4:	ADD: the size of that structure; REMOVE: 0
+ * @arg5:	0
+ *
+ * Context: task context, the caller's own mm.
+ *
+ * ADD reads the table's header at once and the rest at every walk
+ * through its code, from the process's memory: the table must stay there
+ * while it is in use. Its code must be mapped, and must not overlap the
+ * code of another table.
+ *
+ * Return: 0; -EINVAL for a bad argument or header, or code that is not
+ * mapped; -EFAULT when the header cannot be read; -EEXIST when another
+ * table describes some of that code; -ENOSPC past SFRAME_MAX_REGISTERED
+ * tables; -ENOENT when REMOVE finds no table whose code starts there.
+ */
+int sframe_prctl(unsigned long op, unsigned long arg3, unsigned long arg4,
+		 unsigned long arg5)
+{
+	if (!current->mm || arg5)
+		return -EINVAL;
+	/* Compat tasks are walked by their frame pointers only. */
+	if (in_compat_syscall())
+		return -EOPNOTSUPP;
+
+	switch (op) {
+	case PR_SFRAME_ADD:
+		return sframe_add((const struct prctl_sframe __user *)arg3, arg4);
+	case PR_SFRAME_REMOVE:
+		if (arg4)
+			return -EINVAL;
+		return sframe_remove_at(arg3);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* Read @len bytes at @addr of the table, inside [addr, end) of it. */
+static int sframe_read(void *buf, unsigned long addr, size_t len,
+		       unsigned long end)
+{
+	if (addr > end || len > end - addr)
+		return -EINVAL;
+	if (copy_from_user(buf, (const void __user *)addr, len))
+		return -EFAULT;
+	return 0;
+}
+
+/* The start of the function of the FDE at @fde_addr. */
+static unsigned long sframe_func_start(const struct sframe_section *sec,
+				       unsigned long fde_addr, s32 start_addr)
+{
+	unsigned long base = sec->sframe_start;
+
+	if (sec->flags & SFRAME_F_FDE_FUNC_START_PCREL)
+		base = fde_addr;
+	return base + (long)start_addr;
+}
+
+/*
+ * The FDE of the function that holds @ip: the last one that starts at or
+ * below it, if @ip is inside it. -ESRCH when none describes @ip.
+ */
+static int sframe_find_fde(const struct sframe_section *sec, unsigned long ip,
+			   struct sframe_fde_v2 *fde, unsigned long *func_start)
+{
+	unsigned long fdes_end = sec->fdes_start +
+				 (unsigned long)sec->num_fdes * sec->fde_size;
+	u32 lo = 0, hi = sec->num_fdes, found = U32_MAX;
+	unsigned long addr, start = 0;
+	s32 start_addr;
+	int ret;
+
+	while (lo < hi) {
+		u32 mid = lo + (hi - lo) / 2;
+		unsigned long mid_start;
+
+		addr = sec->fdes_start + (unsigned long)mid * sec->fde_size;
+		ret = sframe_read(&start_addr, addr, sizeof(start_addr), fdes_end);
+		if (ret)
+			return ret;
+		mid_start = sframe_func_start(sec, addr, start_addr);
+		if (mid_start <= ip) {
+			found = mid;
+			start = mid_start;
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	if (found == U32_MAX)
+		return -ESRCH;
+
+	/* Version 1's FDE is the start of version 2's: the rest stays 0. */
+	memset(fde, 0, sizeof(*fde));
+	addr = sec->fdes_start + (unsigned long)found * sec->fde_size;
+	ret = sframe_read(fde, addr, sec->fde_size, fdes_end);
+	if (ret)
+		return ret;
+	if (ip - start >= fde->func_size)
+		return -ESRCH;
+	*func_start = start;
+	return 0;
+}
+
+static int sframe_fre_addr_size(u8 fde_info)
+{
+	switch (SFRAME_FUNC_FRE_TYPE(fde_info)) {
+	case SFRAME_FRE_TYPE_ADDR1:
+		return 1;
+	case SFRAME_FRE_TYPE_ADDR2:
+		return 2;
+	case SFRAME_FRE_TYPE_ADDR4:
+		return 4;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int sframe_fre_offset_size(u8 fre_info)
+{
+	switch (SFRAME_FRE_OFFSET_SIZE(fre_info)) {
+	case SFRAME_FRE_OFFSET_1B:
+		return 1;
+	case SFRAME_FRE_OFFSET_2B:
+		return 2;
+	case SFRAME_FRE_OFFSET_4B:
+		return 4;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* Little-endian like the table: unsigned FRE starts, signed offsets. */
+static u32 sframe_get_u(const u8 *p, int size)
+{
+	switch (size) {
+	case 1:
+		return *p;
+	case 2:
+		return get_unaligned_le16(p);
+	default:
+		return get_unaligned_le32(p);
+	}
+}
+
+static s32 sframe_get_s(const u8 *p, int size)
+{
+	switch (size) {
+	case 1:
+		return (s8)*p;
+	case 2:
+		return (s16)get_unaligned_le16(p);
+	default:
+		return (s32)get_unaligned_le32(p);
+	}
+}
+
+/* The frame an FRE describes, from its info byte and offsets. */
+static int sframe_fre_frame(const struct sframe_section *sec, u8 info,
+			    const s32 *offsets, struct unwind_user_frame *frame)
+{
+	unsigned int nr = SFRAME_FRE_OFFSET_COUNT(info), i = 1;
+
+	memset(frame, 0, sizeof(*frame));
+	/* A row without offsets: the return address is undefined, the end. */
+	if (!nr) {
+		frame->outermost = true;
+		return 0;
+	}
+	frame->use_fp = SFRAME_FRE_CFA_BASE_REG(info) == SFRAME_BASE_REG_FP;
+	frame->cfa_off = offsets[0];
+
+	if (sec->ra_off != SFRAME_CFA_FIXED_OFFSET_INVALID)
+		frame->ra_off = sec->ra_off;
+	else if (i < nr)
+		frame->ra_off = offsets[i++];
+	else
+		return -EINVAL;
+
+	if (sec->fp_off != SFRAME_CFA_FIXED_OFFSET_INVALID)
+		frame->fp_off = sec->fp_off;
+	else if (i < nr)
+		frame->fp_off = offsets[i++];
+
+	/* Offsets left over, or a return address read from the CFA itself. */
+	if (i != nr || !frame->ra_off)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The FRE of @fde that covers @ip: the last one that starts at or below
+ * it. FREs are variable-sized, so they are read one by one from the
+ * function's first, each inside the FRE sub-section.
+ */
+static int sframe_find_fre(const struct sframe_section *sec,
+			   const struct sframe_fde_v2 *fde,
+			   unsigned long func_start, unsigned long ip,
+			   struct unwind_user_frame *frame)
+{
+	s32 offsets[SFRAME_FRE_MAX_OFFSETS];
+	int addr_size, off_size, nr, j, ret;
+	u8 buf[SFRAME_FRE_MAX_SIZE];
+	unsigned long pc = ip - func_start, addr, len;
+	u32 i, start, prev = 0;
+	bool found = false;
+	u8 info = 0;
+
+	addr_size = sframe_fre_addr_size(fde->info);
+	if (addr_size < 0)
+		return addr_size;
+	if (SFRAME_FUNC_FDE_TYPE(fde->info) == SFRAME_FDE_TYPE_PCMASK) {
+		u32 rep = sec->version == SFRAME_VERSION_1 ?
+			  SFRAME_V1_AMD64_REP_SIZE : fde->rep_size;
+
+		if (!rep)
+			return -EINVAL;
+		pc %= rep;
+	}
+	if (fde->fres_off >= sec->fres_end - sec->fres_start)
+		return -EINVAL;
+
+	addr = sec->fres_start + fde->fres_off;
+	for (i = 0; i < fde->fres_num; i++) {
+		if (i == SFRAME_MAX_FRES_SCANNED)
+			return -EINVAL;
+		if (addr >= sec->fres_end)
+			return -EINVAL;
+		len = min_t(unsigned long, sizeof(buf), sec->fres_end - addr);
+		ret = sframe_read(buf, addr, len, sec->fres_end);
+		if (ret)
+			return ret;
+		start = sframe_get_u(buf, addr_size);
+		if (i && start <= prev)
+			return -EINVAL;
+		if (start > pc)
+			break;
+
+		info = buf[addr_size];
+		off_size = sframe_fre_offset_size(info);
+		nr = SFRAME_FRE_OFFSET_COUNT(info);
+		if (off_size < 0 || nr > SFRAME_FRE_MAX_OFFSETS ||
+		    SFRAME_FRE_MANGLED_RA(info) ||
+		    addr_size + 1 + nr * off_size > len)
+			return -EINVAL;
+		for (j = 0; j < nr; j++)
+			offsets[j] = sframe_get_s(buf + addr_size + 1 + j * off_size,
+						  off_size);
+		found = true;
+		prev = start;
+		addr += addr_size + 1 + nr * off_size;
+	}
+	if (!found)
+		return -ESRCH;
+	return sframe_fre_frame(sec, info, offsets, frame);
+}
+
+/**
+ * sframe_find - how to step from the frame at @ip to its caller's
+ * @ip:		a user address of the current task: where it stopped, or a
+ *		return address minus one (the call, which may end a function)
+ * @frame:	filled with the frame's CFA rule and saved registers
+ *
+ * Context: task context, may fault and sleep.
+ *
+ * Return: 0 with @frame filled; -ENOENT when no table describes @ip, or
+ * its table does not and says that its code keeps frame pointers: the
+ * caller walks that frame by its frame pointer; any other error when the
+ * table cannot say (damaged, or not readable): the walk ends.
+ */
+int sframe_find(unsigned long ip, struct unwind_user_frame *frame)
+{
+	struct mm_struct *mm = current->mm;
+	struct sframe_section *sec;
+	struct sframe_fde_v2 fde;
+	unsigned long func_start;
+	int idx, ret = -ENOENT;
+
+	if (!mm)
+		return -ENOENT;
+
+	idx = srcu_read_lock(&sframe_srcu);
+	sec = mtree_load(&mm->sframe_mt, ip);
+	if (!sec)
+		goto out;
+	ret = sframe_find_fde(sec, ip, &fde, &func_start);
+	if (!ret)
+		ret = sframe_find_fre(sec, &fde, func_start, ip, frame);
+	/* Code the table leaves out is walked by frame pointers only if it keeps them. */
+	if (ret == -ESRCH)
+		ret = sec->flags & SFRAME_F_FRAME_POINTER ? -ENOENT : -ESRCH;
+out:
+	srcu_read_unlock(&sframe_srcu, idx);
+	return ret;
+}

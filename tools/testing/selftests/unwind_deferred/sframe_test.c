@@ -1,0 +1,985 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * SFrame tables in the deferred user stack walk, driven through the test
+ * hook of lib/test_unwind_deferred.c. This program and sframe_lib.so are
+ * built with SFrame (-Wa,--gsframe) and without frame pointers, and the
+ * system call that asks for a walk is made with the frame pointer
+ * register zeroed: a walk by frame pointers stops at the first frame, one
+ * by the tables finds every frame of the chain. Tables of the program
+ * (found at exec), of a library (found when dlopen() maps it), of code the
+ * test generates (prctl(PR_SFRAME)), in versions 1 and 2; removed,
+ * rejected, damaged and fuzzed tables; tables and code unmapped while a
+ * walk is pending; fork.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/prctl.h>
+
+#include "../kselftest_harness.h"
+#include "udt_hook.h"
+#include "sframe_chain.h"
+
+#ifndef PT_GNU_SFRAME
+#define PT_GNU_SFRAME		0x6474e554
+#endif
+
+/* The SFrame format, as the tables this test writes use it. */
+#define SFRAME_MAGIC		0xdee2
+#define SFRAME_F_FDE_SORTED	0x1
+#define SFRAME_F_FRAME_POINTER	0x2
+#define SFRAME_F_PCREL		0x4
+#define SFRAME_ABI_AMD64	3
+#define SFRAME_HDR_SIZE		28
+#define SFRAME_FDE_V1_SIZE	17
+#define SFRAME_FDE_V2_SIZE	20
+/* An FRE of one-byte start and offsets: CFA = SP + off, RA at CFA - 8. */
+#define FRE_INFO(nr_off)	(1 | (nr_off) << 1)
+
+#define FUZZ_ROUNDS		3000
+#define WAIT_SECONDS		10.0
+
+static pid_t sys_gettid(void)
+{
+	return syscall(SYS_gettid);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One walk of the chain: the hook's consumer 0 asks, in task context. */
+static long walk_chain(int fd, struct chain *c, struct udt_result *res)
+{
+	struct udt_request req = { };
+	struct chain_call cc = {
+		.nr = __NR_ioctl, .a1 = fd, .a2 = UDT_IOC_REQUEST, .a3 = (long)&req,
+	};
+	long ret;
+
+	add_step(&req, 0, UDT_CTX_TASK);
+	ret = chain_1(c, &cc);
+	if (ret)
+		return ret;
+	if (req.steps[0].ret)
+		return req.steps[0].ret;
+	return get_result(fd, 0, res) ? -errno : 0;
+}
+
+/*
+ * Entries 0..nr-1 of the walk must be want[0..nr-1], and the walk no
+ * shorter than nr (exact: nor longer).
+ */
+static void expect_walk(struct __test_metadata *_metadata,
+			const struct udt_result *res, const unsigned long *want,
+			unsigned int nr, bool exact, const char *what)
+{
+	unsigned int i;
+
+	if (exact) {
+		EXPECT_EQ(nr, res->nr)
+			TH_LOG("%s: expected a walk of exactly %u entries, seen %u",
+			       what, nr, res->nr);
+	} else {
+		EXPECT_LE(nr, res->nr)
+			TH_LOG("%s: expected a walk of at least %u entries, seen %u",
+			       what, nr, res->nr);
+	}
+	for (i = 0; i < nr && i < res->nr; i++)
+		EXPECT_EQ((__u64)want[i], res->entries[i])
+			TH_LOG("%s: entries[%u]: expected %#lx, seen %#llx", what,
+			       i, want[i], (unsigned long long)res->entries[i]);
+}
+
+/* The first n entries of the chain's walk. */
+static void chain_want(const struct chain *c, unsigned long *want)
+{
+	want[0] = (unsigned long)sframe_syscall_ip;
+	want[1] = c->ret[0];
+	want[2] = c->ret[1];
+	want[3] = c->ret[2];
+}
+
+/**
+ * struct geometry - an object's table and code, as its program headers say
+ * @sframe_start: its PT_GNU_SFRAME segment in memory, 0 if it has none
+ * @sframe_size: its size
+ * @text_start: its executable PT_LOAD segment
+ * @text_size: its size
+ */
+struct geometry {
+	unsigned long sframe_start, sframe_size, text_start, text_size;
+};
+
+struct find_object {
+	const char *name;	/* "" for the program */
+	struct geometry *g;
+};
+
+static int find_object_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct find_object *f = data;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	int i;
+
+	if (*f->name ? !strstr(name, f->name) : *name)
+		return 0;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		unsigned long start = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+		unsigned long size = info->dlpi_phdr[i].p_memsz;
+
+		if (info->dlpi_phdr[i].p_type == PT_GNU_SFRAME) {
+			f->g->sframe_start = start;
+			f->g->sframe_size = size;
+		}
+		if (info->dlpi_phdr[i].p_type == PT_LOAD &&
+		    (info->dlpi_phdr[i].p_flags & PF_X)) {
+			f->g->text_start = start;
+			f->g->text_size = size;
+		}
+	}
+	return 1;
+}
+
+static void find_object(const char *name, struct geometry *g)
+{
+	struct find_object f = { .name = name, .g = g };
+
+	memset(g, 0, sizeof(*g));
+	dl_iterate_phdr(find_object_cb, &f);
+}
+
+static int sframe_add(unsigned long sframe_start, unsigned long sframe_size,
+		      unsigned long text_start, unsigned long text_size)
+{
+	struct prctl_sframe arg = {
+		.sframe_start	= sframe_start,
+		.sframe_size	= sframe_size,
+		.text_start	= text_start,
+		.text_size	= text_size,
+	};
+
+	return prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 0) ? -errno : 0;
+}
+
+static int sframe_remove(unsigned long text_start)
+{
+	return prctl(PR_SFRAME, PR_SFRAME_REMOVE, text_start, 0, 0) ? -errno : 0;
+}
+
+/*
+ * Generated code: jit(cb, arg) calls cb(arg) from a frame of its own,
+ * where it saved %rbp and zeroed it. Without its table, the walk steps
+ * over it by frame pointer, zero, and ends there.
+ */
+static const unsigned char jit_code[] = {
+	0x55,				/* 0x00: push %rbp */
+	0x31, 0xed,			/* 0x01: xor  %ebp,%ebp */
+	0x48, 0x83, 0xec, 0x20,		/* 0x03: sub  $0x20,%rsp */
+	0x48, 0x89, 0xf8,		/* 0x07: mov  %rdi,%rax */
+	0x48, 0x89, 0xf7,		/* 0x0a: mov  %rsi,%rdi */
+	0xff, 0xd0,			/* 0x0d: call *%rax */
+	0x48, 0x83, 0xc4, 0x20,		/* 0x0f: add  $0x20,%rsp */
+	0x5d,				/* 0x13: pop  %rbp */
+	0xc3,				/* 0x14: ret */
+};
+
+#define JIT_RET		0x0f	/* the return address of its call */
+
+/*
+ * Its rows, from each start on: the CFA as an offset from %rsp, and where
+ * %rbp is saved, as an offset from the CFA (0: not saved).
+ */
+static const struct { unsigned char start, cfa; signed char fp; } jit_rows[] = {
+	{ 0x00, 0x08, 0 }, { 0x01, 0x10, -16 }, { 0x07, 0x30, -16 },
+	{ 0x13, 0x10, -16 }, { 0x14, 0x08, 0 },
+};
+
+/* The row of the call (0x0d). */
+#define JIT_CALL_ROW	2
+
+typedef long (*sframe_cb)(void *arg);
+typedef long (*jit_fn)(sframe_cb cb, void *arg);
+
+/* The code and its table, each on pages of their own. */
+struct jit {
+	unsigned char *code;
+	unsigned char *table;
+	size_t table_size;
+	size_t page;
+};
+
+/* The bytes of the FREs: start, info, one or two offsets each. */
+static size_t jit_fre_len(void)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < ARRAY_SIZE(jit_rows); i++)
+		len += jit_rows[i].fp ? 4 : 3;
+	return len;
+}
+
+/* Where FRE n starts in a version 2 table. */
+static size_t v2_fre(size_t n)
+{
+	size_t i, at = SFRAME_HDR_SIZE + SFRAME_FDE_V2_SIZE;
+
+	for (i = 0; i < n; i++)
+		at += jit_rows[i].fp ? 4 : 3;
+	return at;
+}
+
+/*
+ * Write a table of version 1 or 2 (PC-relative function starts or not)
+ * for the generated code; returns its size.
+ */
+static size_t jit_table(const struct jit *j, int version, bool pcrel,
+			unsigned char *t)
+{
+	size_t fde_size = version == 1 ? SFRAME_FDE_V1_SIZE : SFRAME_FDE_V2_SIZE;
+	size_t nr = ARRAY_SIZE(jit_rows), i, at;
+	unsigned long fde = (unsigned long)j->table + SFRAME_HDR_SIZE;
+	unsigned char *p = t;
+	int32_t start;
+	uint32_t u32;
+	uint16_t u16;
+
+	memset(t, 0, j->page);
+	u16 = SFRAME_MAGIC;
+	memcpy(p, &u16, 2);
+	p[2] = version;
+	p[3] = SFRAME_F_FDE_SORTED | (pcrel ? SFRAME_F_PCREL : 0);
+	p[4] = SFRAME_ABI_AMD64;
+	p[5] = 0;		/* the FP offset: in each row */
+	p[6] = (unsigned char)-8;	/* the return address: at CFA - 8 */
+	p[7] = 0;
+	u32 = 1;		/* FDEs */
+	memcpy(p + 8, &u32, 4);
+	u32 = nr;		/* FREs */
+	memcpy(p + 12, &u32, 4);
+	u32 = jit_fre_len();	/* their bytes */
+	memcpy(p + 16, &u32, 4);
+	u32 = 0;		/* FDEs right after the header */
+	memcpy(p + 20, &u32, 4);
+	u32 = fde_size;		/* FREs right after them */
+	memcpy(p + 24, &u32, 4);
+
+	p += SFRAME_HDR_SIZE;
+	start = (long)j->code - (long)(pcrel ? fde : (unsigned long)j->table);
+	memcpy(p, &start, 4);
+	u32 = sizeof(jit_code);
+	memcpy(p + 4, &u32, 4);
+	u32 = 0;
+	memcpy(p + 8, &u32, 4);
+	u32 = nr;
+	memcpy(p + 12, &u32, 4);
+	p[16] = 0;		/* one-byte FRE starts, PCINC */
+
+	at = SFRAME_HDR_SIZE + fde_size;
+	for (i = 0; i < nr; i++) {
+		t[at++] = jit_rows[i].start;
+		t[at++] = FRE_INFO(jit_rows[i].fp ? 2 : 1);
+		t[at++] = jit_rows[i].cfa;
+		if (jit_rows[i].fp)
+			t[at++] = jit_rows[i].fp;
+	}
+	return at;
+}
+
+/* The FDE in a version 2 table of jit_table(). */
+#define V2_FDE		SFRAME_HDR_SIZE
+
+static void jit_setup(struct __test_metadata *_metadata, struct jit *j)
+{
+	j->page = sysconf(_SC_PAGESIZE);
+	/* Near each other: an FDE reaches its function with 32 bits. */
+	j->code = mmap(NULL, 3 * j->page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, j->code) TH_LOG("mmap: %s", strerror(errno));
+	j->table = j->code + j->page;
+	/* The page after the table stays inaccessible. */
+	ASSERT_EQ(0, mprotect(j->table + j->page, j->page, PROT_NONE));
+	memcpy(j->code, jit_code, sizeof(jit_code));
+	ASSERT_EQ(0, mprotect(j->code, j->page, PROT_READ | PROT_EXEC))
+		TH_LOG("mprotect: %s", strerror(errno));
+	j->table_size = jit_table(j, 2, true, j->table);
+}
+
+static void jit_teardown(struct jit *j)
+{
+	if (j->code && j->code != MAP_FAILED)
+		munmap(j->code, 3 * j->page);
+}
+
+static int jit_add(const struct jit *j, size_t size)
+{
+	return sframe_add((unsigned long)j->table, size, (unsigned long)j->code,
+			  sizeof(jit_code));
+}
+
+/* What the callback does: record its return address, walk the chain. */
+struct cb_walk {
+	int fd;
+	__u32 wait;		/* block in the hook after the request */
+	struct chain c;
+	unsigned long cb_ret;
+	struct udt_request req;
+};
+
+static NOIPA long cb_walk(void *arg)
+{
+	struct cb_walk *w = arg;
+	unsigned long frame[5];		/* a frame of its own */
+	long ret;
+
+	asm volatile("" : : "r" (frame) : "memory");
+	w->cb_ret = (unsigned long)__builtin_return_address(0);
+	memset(&w->req, 0, sizeof(w->req));
+	add_step(&w->req, 0, UDT_CTX_TASK);
+	w->req.wait_after = w->wait;
+	ret = sframe_syscall(__NR_ioctl, w->fd, UDT_IOC_REQUEST, (long)&w->req,
+			     &w->c.ret[0]);
+	asm volatile("" : : "r" (frame) : "memory");	/* not a tail call */
+	return ret;
+}
+
+/* The generated code's caller: its own return address is want[4]. */
+struct call_jit {
+	jit_fn fn;
+	unsigned long ret;
+};
+
+static NOIPA long call_jit(struct call_jit *cj, struct cb_walk *w)
+{
+	long ret;
+
+	cj->ret = (unsigned long)__builtin_return_address(0);
+	ret = cj->fn(cb_walk, w);
+	asm volatile("" : : : "memory");
+	return ret;
+}
+
+/* Walk through the generated code: 0 and *res, or an errno. */
+static long walk_jit(const struct jit *j, int fd, struct cb_walk *w,
+		     struct call_jit *cj, struct udt_result *res)
+{
+	long ret;
+
+	memset(w, 0, sizeof(*w));
+	w->fd = fd;
+	cj->fn = (jit_fn)(uintptr_t)j->code;
+	ret = call_jit(cj, w);
+	if (ret)
+		return ret;
+	if (w->req.steps[0].ret)
+		return w->req.steps[0].ret;
+	return get_result(fd, 0, res) ? -errno : 0;
+}
+
+/* The first entries of a walk through the generated code. */
+static unsigned int jit_want(const struct jit *j, const struct cb_walk *w,
+			     const struct call_jit *cj, unsigned long *want)
+{
+	want[0] = (unsigned long)sframe_syscall_ip;
+	want[1] = w->c.ret[0];
+	want[2] = w->cb_ret;		/* in the generated code */
+	want[3] = 0;			/* in call_jit(): checked by range */
+	want[4] = cj->ret;
+	return 5;
+}
+
+/* The whole walk through the generated code, to its caller's caller. */
+static void expect_jit_walk(struct __test_metadata *_metadata,
+			    const struct jit *j, const struct cb_walk *w,
+			    const struct call_jit *cj,
+			    const struct udt_result *res, const char *what)
+{
+	unsigned long want[5];
+
+	jit_want(j, w, cj, want);
+	EXPECT_EQ((unsigned long)j->code + JIT_RET, w->cb_ret);
+	expect_walk(_metadata, res, want, 3, false, what);
+	EXPECT_LE(5, res->nr) TH_LOG("%s: expected 5 entries or more, seen %u",
+				     what, res->nr);
+	if (res->nr < 5)
+		return;
+	EXPECT_TRUE(res->entries[3] > (unsigned long)call_jit &&
+		    res->entries[3] < (unsigned long)call_jit + 256)
+		TH_LOG("%s: entries[3]: expected in call_jit() at %p, seen %#llx",
+		       what, call_jit, (unsigned long long)res->entries[3]);
+	EXPECT_EQ((__u64)want[4], res->entries[4])
+		TH_LOG("%s: entries[4]: expected %#lx, call_jit()'s return address, seen %#llx",
+		       what, want[4], (unsigned long long)res->entries[4]);
+}
+
+/* The walk ends at the generated code's frame: exactly its first 3 entries. */
+static void expect_jit_stop(struct __test_metadata *_metadata,
+			    const struct jit *j, const struct cb_walk *w,
+			    const struct call_jit *cj,
+			    const struct udt_result *res, const char *what)
+{
+	unsigned long want[5];
+
+	jit_want(j, w, cj, want);
+	expect_walk(_metadata, res, want, 3, true, what);
+}
+
+FIXTURE(sframe) {
+	int fd;
+	struct geometry prog;
+	bool prog_removed;
+	struct jit jit;
+};
+
+FIXTURE_SETUP(sframe)
+{
+	self->fd = -1;
+	find_object("", &self->prog);
+	if (!self->prog.sframe_start)
+		SKIP(return, "no PT_GNU_SFRAME in this program (its assembler lacks --gsframe?)");
+	ASSERT_NE(0, self->prog.text_start);
+	jit_setup(_metadata, &self->jit);
+	setup_hook(_metadata, &self->fd);
+}
+
+FIXTURE_TEARDOWN(sframe)
+{
+	teardown_hook(self->fd);
+	jit_teardown(&self->jit);
+	if (self->prog_removed)
+		sframe_add(self->prog.sframe_start, self->prog.sframe_size,
+			   self->prog.text_start, self->prog.text_size);
+}
+
+TEST_F(sframe, program_table_found_at_exec)
+{
+	unsigned long want[4];
+	struct udt_result res;
+	struct chain c;
+
+	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
+	EXPECT_EQ(sys_gettid(), res.tid);
+	chain_want(&c, want);
+	expect_walk(_metadata, &res, want, 4, false, "the chain, by the program's table");
+}
+
+TEST_F(sframe, frame_pointers_alone_stop_at_the_first_frame)
+{
+	unsigned long want[4];
+	struct udt_result res;
+	struct chain c;
+
+	/* The table found at exec goes: its code is walked by %rbp, zeroed. */
+	ASSERT_EQ(0, sframe_remove(self->prog.text_start));
+	self->prog_removed = true;
+	EXPECT_EQ(-ENOENT, sframe_remove(self->prog.text_start));
+	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
+	chain_want(&c, want);
+	expect_walk(_metadata, &res, want, 1, true, "no table: frame pointers only");
+
+	/* Registered again, by hand: the whole chain again. */
+	ASSERT_EQ(0, sframe_add(self->prog.sframe_start, self->prog.sframe_size,
+				self->prog.text_start, self->prog.text_size));
+	self->prog_removed = false;
+	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
+	chain_want(&c, want);
+	expect_walk(_metadata, &res, want, 4, false, "the program's table, registered");
+}
+
+TEST_F(sframe, library_table_found_when_mapped)
+{
+	unsigned long lib_ret[2], want[5];
+	long (*lib_call)(sframe_cb cb, void *arg, unsigned long *ret);
+	struct udt_result res;
+	struct geometry lib;
+	struct cb_walk w = { .fd = self->fd };
+	char path[4096], *slash;
+	void *handle;
+	ssize_t n;
+
+	n = readlink("/proc/self/exe", path, sizeof(path) - 32);
+	ASSERT_LT(0, n);
+	path[n] = 0;
+	slash = strrchr(path, '/');
+	ASSERT_NE(NULL, slash);
+	snprintf(slash + 1, sizeof(path) - (slash + 1 - path), "sframe_lib.so");
+	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ASSERT_NE(NULL, handle) TH_LOG("dlopen(%s): %s", path, dlerror());
+	lib_call = dlsym(handle, "sframe_lib_call");
+	ASSERT_NE(NULL, lib_call);
+	find_object("sframe_lib.so", &lib);
+	ASSERT_NE(0, lib.sframe_start) TH_LOG("sframe_lib.so has no PT_GNU_SFRAME");
+
+	/* test -> lib_call -> lib_inner -> cb_walk -> sframe_syscall */
+	ASSERT_EQ(0, lib_call(cb_walk, &w, lib_ret));
+	ASSERT_EQ(0, w.req.steps[0].ret);
+	ASSERT_EQ(0, get_result(self->fd, 0, &res));
+	want[0] = (unsigned long)sframe_syscall_ip;
+	want[1] = w.c.ret[0];
+	want[2] = w.cb_ret;
+	want[3] = lib_ret[0];
+	want[4] = lib_ret[1];
+	expect_walk(_metadata, &res, want, 5, false, "through the library's table");
+
+	/* Its table is there now, and goes when dlclose() unmaps its code. */
+	EXPECT_EQ(-EEXIST, sframe_add(lib.sframe_start, lib.sframe_size,
+				      lib.text_start, lib.text_size));
+	ASSERT_EQ(0, dlclose(handle));
+	EXPECT_EQ(-ENOENT, sframe_remove(lib.text_start))
+		TH_LOG("the library's table outlived its code");
+}
+
+TEST_F(sframe, generated_code_with_a_registered_table)
+{
+	static const struct { int version; bool pcrel; } kinds[] = {
+		{ 1, false }, { 2, false }, { 2, true },
+	};
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	char what[64];
+	size_t i, size;
+
+	for (i = 0; i < ARRAY_SIZE(kinds); i++) {
+		snprintf(what, sizeof(what), "version %d%s", kinds[i].version,
+			 kinds[i].pcrel ? ", PC-relative" : "");
+		size = jit_table(&self->jit, kinds[i].version, kinds[i].pcrel,
+				 self->jit.table);
+		ASSERT_EQ(0, jit_add(&self->jit, size)) TH_LOG("%s", what);
+		ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+		expect_jit_walk(_metadata, &self->jit, &w, &cj, &res, what);
+
+		ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+		ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+		expect_jit_stop(_metadata, &self->jit, &w, &cj, &res,
+				"table removed: frame pointers, zeroed");
+	}
+}
+
+/* A header prctl(PR_SFRAME_ADD) refuses: one byte of a good one changed. */
+struct bad_header {
+	const char *what;
+	int at;
+	unsigned char val;
+};
+
+TEST_F(sframe, bad_tables_are_refused)
+{
+	static const struct bad_header bad[] = {
+		{ "a bad magic", 0, 0x00 },
+		{ "version 0", 2, 0 },
+		{ "version 3", 2, 3 },
+		{ "version 1 with PC-relative starts", 2, 1 },
+		{ "FDEs not sorted", 3, 0 },
+		{ "an unknown flag", 3, SFRAME_F_FDE_SORTED | 0x80 },
+		{ "another ABI", 4, 1 },
+		{ "an auxiliary header past the end", 7, 255 },
+		{ "no FDE", 8, 0 },
+		{ "2^24 FDEs", 11, 1 },
+		{ "FREs past the end", 17, 1 },
+		{ "FREs among the FDEs", 24, 4 },
+	};
+	unsigned long table = (unsigned long)self->jit.table;
+	unsigned long code = (unsigned long)self->jit.code;
+	unsigned long size = self->jit.table_size, hole;
+	struct prctl_sframe arg = { };
+	struct {
+		struct prctl_sframe arg;
+		__u64 more;
+	} bigger = { };
+	unsigned char saved;
+	size_t i;
+	void *p;
+
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		saved = self->jit.table[bad[i].at];
+		self->jit.table[bad[i].at] = bad[i].val;
+		EXPECT_EQ(-EINVAL, jit_add(&self->jit, size)) TH_LOG("%s", bad[i].what);
+		self->jit.table[bad[i].at] = saved;
+	}
+
+	/* An address nothing is mapped at. */
+	p = mmap(NULL, self->jit.page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	ASSERT_EQ(0, munmap(p, self->jit.page));
+	hole = (unsigned long)p;
+
+	EXPECT_EQ(-EINVAL, sframe_add(table, size - 1, code, sizeof(jit_code)))
+		TH_LOG("declared shorter than its FREs");
+	EXPECT_EQ(-EINVAL, sframe_add(table, SFRAME_HDR_SIZE - 1, code, sizeof(jit_code)))
+		TH_LOG("shorter than a header");
+	EXPECT_EQ(-EINVAL, sframe_add(table, 0, code, sizeof(jit_code)))
+		TH_LOG("no table");
+	EXPECT_EQ(-EFAULT, sframe_add(table + self->jit.page, size, code, sizeof(jit_code)))
+		TH_LOG("a table on an inaccessible page");
+	EXPECT_EQ(-EFAULT, sframe_add(hole, size, code, sizeof(jit_code)))
+		TH_LOG("a table where nothing is mapped");
+	EXPECT_EQ(-EINVAL, sframe_add(table, size, code, 0)) TH_LOG("no code");
+	EXPECT_EQ(-EINVAL, sframe_add(table, size, hole, sizeof(jit_code)))
+		TH_LOG("code that is not mapped");
+	EXPECT_EQ(-EINVAL, sframe_add(table, size, (1UL << 47) - 2048, 4096))
+		TH_LOG("code past the user address space");
+	EXPECT_EQ(-EINVAL, sframe_add(table, size, code, -4096UL))
+		TH_LOG("code that wraps around");
+
+	/* The good table, then the errors of its neighbours and of prctl(). */
+	ASSERT_EQ(0, jit_add(&self->jit, size));
+	EXPECT_EQ(-EEXIST, jit_add(&self->jit, size)) TH_LOG("two tables for the same code");
+	EXPECT_EQ(-EEXIST, sframe_add(table, size, code + 8, 64))
+		TH_LOG("two tables for overlapping code");
+	EXPECT_EQ(-ENOENT, sframe_remove(code + 1))
+		TH_LOG("REMOVE takes the start of the table's code");
+	EXPECT_EQ(-EINVAL, prctl(PR_SFRAME, 99, 0, 0, 0) ? -errno : 0)
+		TH_LOG("an unknown operation");
+	EXPECT_EQ(-EINVAL, prctl(PR_SFRAME, PR_SFRAME_REMOVE, code, 1, 0) ? -errno : 0)
+		TH_LOG("REMOVE with arg4 set");
+	EXPECT_EQ(-EINVAL, prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 1) ?
+		  -errno : 0) TH_LOG("arg5 must be 0");
+	EXPECT_EQ(-EFAULT, prctl(PR_SFRAME, PR_SFRAME_ADD, NULL, sizeof(arg), 0) ?
+		  -errno : 0) TH_LOG("no structure");
+	bigger.arg = (struct prctl_sframe) { table, size, code, sizeof(jit_code) };
+	bigger.more = 1;
+	EXPECT_EQ(-E2BIG, prctl(PR_SFRAME, PR_SFRAME_ADD, &bigger, sizeof(bigger), 0) ?
+		  -errno : 0) TH_LOG("a longer structure, with fields this kernel lacks set");
+	EXPECT_EQ(0, sframe_remove(code));
+	EXPECT_EQ(-ENOENT, sframe_remove(code));
+}
+
+/* Damage a table accepts at registration, found only when walking. */
+struct damage {
+	const char *what;
+	int at, val;		/* a byte changed */
+	int at2, val2;		/* and another one, if at2 */
+	bool frame_pointers;	/* also set SFRAME_F_FRAME_POINTER */
+};
+
+TEST_F(sframe, damaged_tables_end_the_walk)
+{
+	int call = v2_fre(JIT_CALL_ROW), next = v2_fre(JIT_CALL_ROW + 1);
+	const struct damage bad[] = {
+		{ "a function that ends before the call", V2_FDE + 4, 0x0d },
+		{ "the same in code that keeps frame pointers", V2_FDE + 4, 0x0d,
+		  .frame_pointers = true },
+		{ "a function somewhere else", V2_FDE + 1, 0x00 },
+		{ "FREs past the sub-section", V2_FDE + 8, 200 },
+		{ "more FREs than the sub-section holds", V2_FDE + 12, 0xff,
+		  16, next - v2_fre(0) },
+		{ "an FRE start type of 3", V2_FDE + 16, 3 },
+		{ "a PCMASK FDE with blocks of 0 bytes", V2_FDE + 16, 0x10 },
+		{ "FRE starts that do not increase", call, 0x01 },
+		{ "an FRE with offsets of size 3", call + 1, FRE_INFO(2) | 3 << 5 },
+		{ "an FRE with 4 offsets", call + 1, FRE_INFO(4) },
+		{ "an FRE with an offset too many", call + 1, FRE_INFO(3) },
+		{ "an FRE with its return address mangled", call + 1, FRE_INFO(2) | 0x80 },
+		{ "a return address undefined (outermost)", call + 1, FRE_INFO(0) },
+		{ "a CFA below the stack pointer", call + 2, 0xf8 },
+		{ "a CFA at the stack pointer", call + 2, 0 },
+	};
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		jit_table(&self->jit, 2, true, self->jit.table);
+		self->jit.table[bad[i].at] = bad[i].val;
+		if (bad[i].at2)
+			self->jit.table[bad[i].at2] = bad[i].val2;
+		if (bad[i].frame_pointers)
+			self->jit.table[3] |= SFRAME_F_FRAME_POINTER;
+		ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size))
+			TH_LOG("%s: refused at registration", bad[i].what);
+		ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+		expect_jit_stop(_metadata, &self->jit, &w, &cj, &res, bad[i].what);
+		ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+	}
+	/* The table undamaged: the damage made the difference. */
+	jit_table(&self->jit, 2, true, self->jit.table);
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_walk(_metadata, &self->jit, &w, &cj, &res, "undamaged");
+	ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+}
+
+/*
+ * The program's own table with its FDEs reversed in place, still flagged
+ * sorted (the walk reads the table at every walk): the binary search
+ * misses, and the walk ends where it does, with what it found.
+ */
+TEST_F(sframe, unsorted_fdes_end_the_walk)
+{
+	unsigned char *hdr = (unsigned char *)self->prog.sframe_start, *fdes, *copy;
+	unsigned long page = self->jit.page, size = self->prog.sframe_size;
+	unsigned long lo = self->prog.sframe_start & ~(page - 1);
+	unsigned long hi = (self->prog.sframe_start + size + page - 1) & ~(page - 1);
+	unsigned long want[4];
+	uint32_t num_fdes, fdes_off;
+	struct udt_result res;
+	size_t fde_size, i;
+	struct chain c;
+
+	ASSERT_EQ(SFRAME_MAGIC, *(uint16_t *)hdr);
+	/* PC-relative starts would move with their FDEs. */
+	if (hdr[3] & SFRAME_F_PCREL)
+		SKIP(return, "the toolchain writes PC-relative FDEs");
+	fde_size = hdr[2] == 1 ? SFRAME_FDE_V1_SIZE : SFRAME_FDE_V2_SIZE;
+	memcpy(&num_fdes, hdr + 8, 4);
+	memcpy(&fdes_off, hdr + 20, 4);
+	ASSERT_LE(4, num_fdes) TH_LOG("want a table of some functions");
+	fdes = hdr + SFRAME_HDR_SIZE + hdr[7] + fdes_off;
+
+	copy = malloc(num_fdes * fde_size);
+	ASSERT_NE(NULL, copy);
+	memcpy(copy, fdes, num_fdes * fde_size);
+	ASSERT_EQ(0, mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE));
+	for (i = 0; i < num_fdes; i++)
+		memcpy(fdes + i * fde_size, copy + (num_fdes - 1 - i) * fde_size, fde_size);
+
+	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
+
+	memcpy(fdes, copy, num_fdes * fde_size);
+	ASSERT_EQ(0, mprotect((void *)lo, hi - lo, PROT_READ));
+	free(copy);
+
+	chain_want(&c, want);
+	EXPECT_GT(4, res.nr) TH_LOG("reversed FDEs: expected the walk to end early");
+	expect_walk(_metadata, &res, want, res.nr < 4 ? res.nr : 4, false,
+		    "reversed FDEs: a prefix of the chain");
+	/* Sorted again: the whole chain. */
+	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
+	chain_want(&c, want);
+	expect_walk(_metadata, &res, want, 4, false, "the table restored");
+}
+
+/*
+ * Random damage to a good table: registered or refused, every walk ends,
+ * starts at the right IP and stays within its bounds.
+ */
+TEST_F(sframe, fuzzed_tables_never_hang_or_crash)
+{
+	unsigned int seed = time(NULL), accepted = 0, ended = 0, whole = 0;
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	int round, n, ret;
+
+	TH_LOG("seed %u", seed);
+	srand(seed);
+	for (round = 0; round < FUZZ_ROUNDS; round++) {
+		size_t size;
+
+		size = jit_table(&self->jit, rand() % 3 ? 2 : 1, rand() % 2,
+				 self->jit.table);
+		for (n = rand() % 4 + 1; n > 0; n--)
+			self->jit.table[rand() % size] = rand();
+		if (!(rand() % 8))
+			size = rand() % (size + 1);
+		ret = jit_add(&self->jit, size);
+		if (ret) {
+			EXPECT_TRUE(ret == -EINVAL || ret == -EFAULT)
+				TH_LOG("round %d: refused with %d", round, ret);
+			continue;
+		}
+		accepted++;
+		ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+		EXPECT_EQ((__u64)(unsigned long)sframe_syscall_ip, res.entries[0]);
+		EXPECT_GE(512U, res.nr);
+		ended += res.nr <= 3;
+		whole += res.nr >= 5;
+		ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+	}
+	TH_LOG("%d rounds: %u tables accepted, %u walks ended at the damaged frame, %u went on",
+	       FUZZ_ROUNDS, accepted, ended, whole);
+	EXPECT_LT(0, accepted);
+}
+
+/* The thread of a pending walk: blocks in the hook until released. */
+struct pending {
+	struct jit *jit;
+	int fd;
+	pid_t tid;
+	struct cb_walk w;
+	struct call_jit cj;
+	long ret;
+};
+
+static void *pending_thread(void *arg)
+{
+	struct pending *p = arg;
+
+	p->tid = sys_gettid();
+	p->w.fd = p->fd;
+	p->w.wait = 1;
+	p->cj.fn = (jit_fn)(uintptr_t)p->jit->code;
+	p->ret = call_jit(&p->cj, &p->w);
+	return NULL;
+}
+
+/* Wait until tid blocks in the hook; 0, or -1 after WAIT_SECONDS. */
+static int wait_blocked(int fd, pid_t *tid)
+{
+	double deadline = now() + WAIT_SECONDS;
+	struct udt_release rel;
+
+	while (now() < deadline) {
+		rel = (struct udt_release) {
+			.tid = __atomic_load_n(tid, __ATOMIC_ACQUIRE),
+			.flags = UDT_RELEASE_PEEK,
+		};
+		if (rel.tid && !ioctl(fd, UDT_IOC_RELEASE, &rel))
+			return 0;
+		usleep(1000);
+	}
+	return -1;
+}
+
+static int release(int fd, pid_t tid)
+{
+	struct udt_release rel = { .tid = tid };
+
+	return ioctl(fd, UDT_IOC_RELEASE, &rel);
+}
+
+/*
+ * The table is unmapped while a walk through its code is pending: the
+ * walk reads fault at that frame, and end there.
+ */
+TEST_F(sframe, table_unmapped_while_a_walk_is_pending)
+{
+	struct pending p = { .jit = &self->jit, .fd = self->fd };
+	struct udt_result res;
+	pthread_t t;
+
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	ASSERT_EQ(0, pthread_create(&t, NULL, pending_thread, &p));
+	ASSERT_EQ(0, wait_blocked(self->fd, &p.tid))
+		TH_LOG("the thread did not block in the hook");
+	ASSERT_EQ(0, munmap(self->jit.table, self->jit.page));
+	ASSERT_EQ(0, release(self->fd, p.tid));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, p.ret);
+	ASSERT_EQ(0, get_result(self->fd, 0, &res));
+	EXPECT_EQ(p.tid, res.tid);
+	expect_jit_stop(_metadata, &self->jit, &p.w, &p.cj, &res,
+			"the table unmapped before the walk");
+	/* The table is still registered: its code is. */
+	EXPECT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+}
+
+/* What the child of code_unmapped_while_a_walk_is_pending reports. */
+struct unmapped_report {
+	pid_t tid;
+	unsigned long want[3];
+	int remove_ret;
+};
+
+/*
+ * The code is unmapped while a walk through it is pending: its table goes
+ * with it, so the walk falls back to the frame pointer there and ends
+ * (zeroed). The thread then returns into the unmapped code and the child
+ * dies of SIGSEGV, which the test expects.
+ */
+TEST_F(sframe, code_unmapped_while_a_walk_is_pending)
+{
+	struct unmapped_report *rep;
+	struct udt_result res;
+	int status, i;
+	pid_t child;
+
+	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, rep);
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		struct pending p = { .jit = &self->jit, .fd = self->fd };
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, pending_thread, &p) ||
+		    wait_blocked(self->fd, &p.tid))
+			_exit(2);
+		rep->tid = p.tid;
+		if (munmap(self->jit.code, self->jit.page))
+			_exit(3);
+		/* Gone with its code. */
+		rep->remove_ret = sframe_remove((unsigned long)self->jit.code);
+		rep->want[0] = (unsigned long)sframe_syscall_ip;
+		rep->want[1] = p.w.c.ret[0];
+		rep->want[2] = p.w.cb_ret;
+		if (release(self->fd, p.tid))
+			_exit(4);
+		pthread_join(t, NULL);
+		_exit(5);	/* not reached: the thread returns into nothing */
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV)
+		TH_LOG("the child should die of SIGSEGV in the unmapped code: status %#x",
+		       status);
+	EXPECT_EQ(-ENOENT, rep->remove_ret) TH_LOG("the table outlived its code");
+	ASSERT_EQ(0, get_result(self->fd, 0, &res));
+	EXPECT_EQ(rep->tid, res.tid);
+	EXPECT_EQ(3, res.nr) TH_LOG("the walk should end at the unmapped code");
+	for (i = 0; i < 3 && i < (int)res.nr; i++)
+		EXPECT_EQ((__u64)rep->want[i], res.entries[i])
+			TH_LOG("entries[%d]: expected %#lx, seen %#llx", i,
+			       rep->want[i], (unsigned long long)res.entries[i]);
+	EXPECT_EQ(0, sframe_remove((unsigned long)self->jit.code))
+		TH_LOG("the parent's table must stay: only the child unmapped the code");
+	munmap(rep, sizeof(*rep));
+}
+
+/* A forked child has its parent's tables, registered ones included. */
+TEST_F(sframe, fork_child_keeps_the_tables)
+{
+	int status;
+	pid_t child;
+
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (!child) {
+		unsigned long want[4];
+		struct udt_result res;
+		struct call_jit cj;
+		struct cb_walk w;
+		struct chain c;
+		unsigned int i;
+
+		if (walk_chain(self->fd, &c, &res) || res.nr < 4)
+			_exit(10);
+		chain_want(&c, want);
+		for (i = 0; i < 4; i++)
+			if (res.entries[i] != want[i])
+				_exit(11 + i);
+		if (walk_jit(&self->jit, self->fd, &w, &cj, &res) || res.nr < 5 ||
+		    res.entries[2] != w.cb_ret || res.entries[4] != cj.ret)
+			_exit(20);
+		_exit(0);
+	}
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child: status %#x (10-14: the program's table, 20: the registered one)",
+		       status);
+	EXPECT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+}
+
+TEST_HARNESS_MAIN
