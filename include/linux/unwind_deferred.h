@@ -54,6 +54,7 @@ int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func);
 void unwind_deferred_cancel(struct unwind_work *work);
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie);
 void unwind_deferred_mark_served(struct unwind_work *work);
+int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace);
 
 void unwind_task_init(struct task_struct *task);
 void unwind_task_free(struct task_struct *task);
@@ -121,6 +122,12 @@ static inline int unwind_deferred_request(struct unwind_work *work,
 }
 
 static inline void unwind_deferred_mark_served(struct unwind_work *work) {}
+
+static inline int unwind_deferred_cached(u64 cookie,
+					 struct unwind_stacktrace *trace)
+{
+	return -ENOENT;
+}
 
 static inline void unwind_task_init(struct task_struct *task) {}
 static inline void unwind_task_free(struct task_struct *task) {}

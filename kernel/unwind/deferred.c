@@ -151,6 +151,8 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 		trace->entries = cache->entries;
 		unwind_user(trace, UNWIND_MAX_ENTRIES);
 		cache->nr = trace->nr;
+		/* The entries before the cookie: unwind_deferred_cached(). */
+		barrier();
 		WRITE_ONCE(cache->cookie, cookie);
 		trace_unwind_deferred_walk(cookie, cache->nr);
 	}
@@ -229,6 +231,35 @@ void unwind_deferred_mark_served(struct unwind_work *work)
 		unwind_mark_served(&current->unwind_info, BIT(bit));
 }
 EXPORT_SYMBOL_GPL(unwind_deferred_mark_served);
+
+/**
+ * unwind_deferred_cached - the walk of the current stay, if it already ran
+ * @cookie:	the stay's cookie, as a request answered 1 gave it
+ * @trace:	set to the walk's entries, valid until the task's next stay
+ *
+ * Context: any, NMI included, for the current task.
+ *
+ * A consumer whose request came after the stay's walk (answered 1) and
+ * whose sink missed the stack takes it from here, as the walk found it,
+ * instead of walking the stack again where it can: the walk read tables
+ * that a walk in an interrupt cannot. Only the task itself writes the
+ * cache, at the walk of a new stay, never within the stay of @cookie.
+ *
+ * Return: 0, or -ENOENT when the cache does not hold that stay's walk.
+ */
+int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace)
+{
+	struct unwind_cache *cache = READ_ONCE(current->unwind_info.cache);
+
+	if (!cache || !cookie || READ_ONCE(cache->cookie) != cookie)
+		return -ENOENT;
+	/* Pairs with the barrier() of unwind_cached_walk(): same CPU. */
+	barrier();
+	trace->nr = READ_ONCE(cache->nr);
+	trace->entries = cache->entries;
+	return 0;
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_cached);
 
 static void unwind_deferred_work(struct callback_head *head)
 {

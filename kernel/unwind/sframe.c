@@ -361,11 +361,14 @@ void sframe_file_mapped(struct file *file, unsigned long addr,
 
 	/*
 	 * The file was read without mmap_lock: the mapping may have changed
-	 * meanwhile. Add the table only if it is still there.
+	 * meanwhile. Add the table only if it is still there. (A stacking
+	 * filesystem, overlayfs, maps the file it stacks on instead.)
 	 */
 	mmap_read_lock(mm);
 	vma = vma_lookup(mm, addr);
-	if (vma && vma->vm_file == file && vma->vm_pgoff == pgoff &&
+	if (vma && vma->vm_file &&
+	    file_user_inode(vma->vm_file) == file_inode(file) &&
+	    vma->vm_pgoff == pgoff &&
 	    (vma->vm_flags & VM_EXEC) && vma->vm_start == addr &&
 	    sec->text_end <= vma->vm_end) {
 		sframe_remove_range(mm, addr, vma->vm_end);

@@ -19,6 +19,8 @@
 #include <linux/err.h>
 #include <linux/kernel.h>
 #include <linux/string.h>
+#include <linux/stringify.h>
+#include <linux/time64.h>
 #include <linux/types.h>
 #include <linux/zalloc.h>
 #include <perf/event.h>
@@ -137,12 +139,12 @@ struct expect {
 
 /*
  * A sample of @sample_type and @read_format: the fields of @sample that it
- * has (tid, time, cookie, raw and read data, id), with pid PID and the
- * chain @kernel.
+ * has (tid, time, cookie, raw and read data, id, cpu, period), with pid
+ * @pid and the chain @kernel.
  */
-static union perf_event *sample__synthesize(union perf_event *event, u64 sample_type,
-					    u64 read_format, struct perf_sample *sample,
-					    const struct ips *kernel)
+static union perf_event *sample__synthesize_pid(union perf_event *event, u64 sample_type,
+						u64 read_format, struct perf_sample *sample,
+						const struct ips *kernel, u32 pid)
 {
 	u64 chain[1 + MAX_IPS] = { kernel->nr, };
 	size_t size;
@@ -155,7 +157,7 @@ static union perf_event *sample__synthesize(union perf_event *event, u64 sample_
 	if (kernel->nr)	/* an empty chain's ips may be NULL */
 		memcpy(&chain[1], kernel->ips, kernel->nr * sizeof(u64));
 	sample->ip = kernel->nr > 1 ? kernel->ips[1] : UIP0;
-	sample->pid = PID;
+	sample->pid = pid;
 	sample->callchain = (struct ip_callchain *)chain;
 	size = perf_event__sample_event_size(sample, sample_type, read_format);
 	if (size > sizeof(*event))
@@ -168,6 +170,13 @@ static union perf_event *sample__synthesize(union perf_event *event, u64 sample_
 	if (perf_event__synthesize_sample(event, sample_type, read_format, sample))
 		return NULL;
 	return event;
+}
+
+static union perf_event *sample__synthesize(union perf_event *event, u64 sample_type,
+					    u64 read_format, struct perf_sample *sample,
+					    const struct ips *kernel)
+{
+	return sample__synthesize_pid(event, sample_type, read_format, sample, kernel, PID);
 }
 
 /* A sample of @sample_type: with @raw_size bytes of @raw when it has PERF_SAMPLE_RAW. */
@@ -933,6 +942,9 @@ struct stream {
 	bool	swap;	/* write in the other byte order */
 	bool	failed;
 	u64	sample_type;
+	/* for sample_ids with PERF_SAMPLE_CPU or PERF_SAMPLE_IDENTIFIER */
+	u32	cpu;
+	u64	id;
 };
 
 static u8 bitrev8(u8 byte)
@@ -1047,7 +1059,7 @@ static void event__to_foreign(union perf_event *event, u64 sample_type)
 	event->header.size = bswap_16(event->header.size);
 }
 
-static void stream__write(struct stream *s, void *buf, size_t size)
+static void stream__write(struct stream *s, const void *buf, size_t size)
 {
 	if (!s->failed && writen(s->fd, buf, size) != (ssize_t)size)
 		s->failed = true;
@@ -1067,8 +1079,24 @@ static void stream__put(struct stream *s, union perf_event *event)
 	stream__write(s, event, size);
 }
 
+/* An event's attr as perf record writes it, for the streams and files here */
+static void event_attr__init(struct perf_event_attr *attr, u32 type, u64 config, u64 period,
+			     u64 sample_type, u64 read_format)
+{
+	attr->type = type;
+	attr->size = sizeof(*attr);
+	attr->config = config;
+	attr->sample_period = period;
+	attr->sample_type = sample_type;
+	attr->read_format = read_format;
+	attr->sample_id_all = 1;
+	attr->exclude_hv = 1;
+	attr->sample_max_stack = 127;
+}
+
 /* The attr of an event of the stream's sample type, with its one id. */
-static void stream__attr(struct stream *s, u64 read_format, u64 id)
+static void stream__attr_event(struct stream *s, u32 type, u64 config, u64 period,
+			       u64 read_format, u64 id)
 {
 	union perf_event buf = {
 		.header = {
@@ -1077,20 +1105,16 @@ static void stream__attr(struct stream *s, u64 read_format, u64 id)
 				sizeof(struct perf_event_attr) + sizeof(u64),
 		},
 	};
-	struct perf_event_attr *attr = &buf.attr.attr;
 
-	attr->type = PERF_TYPE_SOFTWARE;
-	attr->size = sizeof(*attr);
-	attr->config = PERF_COUNT_SW_CPU_CLOCK;
-	attr->sample_period = 4000;
-	attr->sample_type = s->sample_type;
-	attr->read_format = read_format;
-	attr->sample_id_all = 1;
-	attr->exclude_hv = 1;
-	attr->sample_max_stack = 127;
+	event_attr__init(&buf.attr.attr, type, config, period, s->sample_type, read_format);
 	/* one id, as perf record writes it: the session maps it to this event */
 	*(u64 *)perf_record_header_attr_id(&buf) = id;
 	stream__put(s, &buf);
+}
+
+static void stream__attr(struct stream *s, u64 read_format, u64 id)
+{
+	stream__attr_event(s, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 4000, read_format, id);
 }
 
 /* Starts a pipe stream: the pipe header, then the attrs of events of these @ids. */
@@ -1145,34 +1169,79 @@ static int stream__close(struct stream *s)
 	return s->fd;
 }
 
+#define SAMPLE_ID_TYPE	(PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | \
+			 PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER)
+
+/*
+ * The records built here end in a struct test_sample_id, as SAMPLE_TYPE
+ * has it. A stream of events with another sample_id gets theirs: the same
+ * pid, tid and time where it has them, the stream's cpu and id.
+ */
+static union perf_event *stream__sample_id(struct stream *s, union perf_event *event)
+{
+	u64 type = s->sample_type & SAMPLE_ID_TYPE;
+	struct test_sample_id id;
+	u64 words[5], *array = words;
+
+	if (!event || type == (SAMPLE_TYPE & SAMPLE_ID_TYPE))
+		return event;
+	if (type & PERF_SAMPLE_STREAM_ID)
+		return NULL;
+	event->header.size -= sizeof(id);
+	memcpy(&id, (void *)event + event->header.size, sizeof(id));
+	if (type & PERF_SAMPLE_TID)
+		*array++ = (u64)id.tid << 32 | id.pid;
+	if (type & PERF_SAMPLE_TIME)
+		*array++ = id.time;
+	if (type & PERF_SAMPLE_ID)
+		*array++ = s->id;
+	if (type & PERF_SAMPLE_CPU)
+		*array++ = s->cpu;
+	if (type & PERF_SAMPLE_IDENTIFIER)
+		*array++ = s->id;
+	if (event->header.size + (array - words) * sizeof(u64) > sizeof(*event))
+		return NULL;
+	memcpy((void *)event + event->header.size, words, (array - words) * sizeof(u64));
+	event->header.size += (array - words) * sizeof(u64);
+	return event;
+}
+
 static void stream__sample(struct stream *s, u32 tid, u64 time, u64 cookie,
 			   const struct ips *kernel)
 {
+	struct perf_sample sample = {
+		.tid	= tid,
+		.time	= time,
+		.cpu	= s->cpu,
+		.id	= s->id,
+		.deferred_cookie = cookie,
+	};
 	union perf_event buf;
 
-	stream__put(s, sample__build(&buf, tid, time, cookie, kernel));
+	stream__put(s, sample__synthesize(&buf, s->sample_type, 0, &sample, kernel));
 }
 
 static void stream__record(struct stream *s, u32 tid, u64 time, u64 cookie,
 			   const struct ips *stack)
 {
 	union perf_event buf;
+	union perf_event *event = record__build(&buf, PID, tid, time, cookie, stack);
 
-	stream__put(s, record__build(&buf, PID, tid, time, cookie, stack));
+	stream__put(s, stream__sample_id(s, event));
 }
 
 static void stream__exit(struct stream *s, u32 tid, u64 time)
 {
 	union perf_event buf;
 
-	stream__put(s, exit__build(&buf, tid, time));
+	stream__put(s, stream__sample_id(s, exit__build(&buf, tid, time)));
 }
 
 static void stream__lost(struct stream *s, u64 time, u64 lost)
 {
 	union perf_event buf;
 
-	stream__put(s, lost__build(&buf, time, lost));
+	stream__put(s, stream__sample_id(s, lost__build(&buf, time, lost)));
 }
 
 /*
@@ -2176,9 +2245,15 @@ out:
  *		ambiguous, unresolved at exit and at the end, not deferred),
  *		the user stacks in functions of this program, mapped by an
  *		MMAP2 so that tools name them;
+ *   views-notime: the same without PERF_SAMPLE_TIME;
  *   wait N:	N samples of one thread that wait for their record, which
  *		comes last (what a waiting sample costs);
- *   joined N:	the same samples after their record, each joined at once.
+ *   joined N:	the same samples after their record, each joined at once;
+ *   sched [file]: sched_switch and sched_wakeup samples of three tasks on
+ *		two CPUs, for perf sched (deferredstream__sched()); a
+ *		perf.data file with "file" (perf sched reads no pipe);
+ *   sched-fp [file]: the same events with the stacks of plain fp
+ *		callchains.
  */
 noinline void deferredstream_leaf(void);
 noinline void deferredstream_mid(void);
@@ -2243,7 +2318,7 @@ static void stream__comm(struct stream *s, u32 tid, u64 time, const char *comm)
 	ev->tid = tid;
 	snprintf(ev->comm, sizeof(ev->comm), "%s", comm);
 	sample_id__put(ev + 1, PID, tid, time);
-	stream__put(s, &buf);
+	stream__put(s, stream__sample_id(s, &buf));
 }
 
 static void stream__mmap2(struct stream *s, u64 time, const char *path,
@@ -2271,7 +2346,7 @@ static void stream__mmap2(struct stream *s, u64 time, const char *path,
 	ev->flags = MAP_PRIVATE;
 	memcpy(ev->filename, path, strlen(path) + 1);
 	sample_id__put((void *)ev + size, PID, PID, time);
-	stream__put(s, &buf);
+	stream__put(s, stream__sample_id(s, &buf));
 }
 
 static int deferredstream__views(struct stream *s)
@@ -2329,6 +2404,481 @@ static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
 	return s->failed ? -EIO : 0;
 }
 
+/*
+ * perf sched's events as a 6.12 kernel describes them in tracefs, and the
+ * tracing data that carries the descriptions: perf reads the raw fields of
+ * the samples with them, no tracefs needed.
+ */
+#define SCHED_SWITCH_ID	316
+#define SCHED_WAKEUP_ID	318
+/* their events' ids in the streams */
+#define SCHED_SWITCH_SAMPLE_ID	1
+#define SCHED_WAKEUP_SAMPLE_ID	2
+
+#define SCHED_COMMON_FIELDS							\
+	"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"	\
+	"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"	\
+	"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" \
+	"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+
+#define SCHED_TASK_STATES							\
+	"((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | "	\
+	"0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)"
+
+#define SCHED_SWITCH_PRINT_FMT							\
+	"print fmt: \"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> "	\
+	"next_comm=%s next_pid=%d next_prio=%d\", REC->prev_comm, REC->prev_pid, "	\
+	"REC->prev_prio, (REC->prev_state & " SCHED_TASK_STATES ") ? "		\
+	"__print_flags(REC->prev_state & " SCHED_TASK_STATES ", \"|\", "		\
+	"{ 0x00000001, \"S\" }, { 0x00000002, \"D\" }, { 0x00000004, \"T\" }, "	\
+	"{ 0x00000008, \"t\" }, { 0x00000010, \"X\" }, { 0x00000020, \"Z\" }, "	\
+	"{ 0x00000040, \"P\" }, { 0x00000080, \"I\" }) : \"R\", "			\
+	"REC->prev_state & (" SCHED_TASK_STATES " + 1) ? \"+\" : \"\", "		\
+	"REC->next_comm, REC->next_pid, REC->next_prio"
+
+#define SCHED_WAKEUP_PRINT_FMT							\
+	"print fmt: \"comm=%s pid=%d prio=%d target_cpu=%03d\", "			\
+	"REC->comm, REC->pid, REC->prio, REC->target_cpu"
+
+static const char sched_switch_format[] =
+	"name: sched_switch\n"
+	"ID: " __stringify(SCHED_SWITCH_ID) "\n"
+	"format:\n"
+	SCHED_COMMON_FIELDS
+	"\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+	"\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+	"\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n"
+	"\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n"
+	"\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n"
+	"\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n"
+	"\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n"
+	"\n"
+	SCHED_SWITCH_PRINT_FMT "\n";
+
+static const char sched_wakeup_format[] =
+	"name: sched_wakeup\n"
+	"ID: " __stringify(SCHED_WAKEUP_ID) "\n"
+	"format:\n"
+	SCHED_COMMON_FIELDS
+	"\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+	"\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+	"\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n"
+	"\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n"
+	"\n"
+	SCHED_WAKEUP_PRINT_FMT "\n";
+
+static const char header_page_format[] =
+	"\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+	"\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
+	"\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
+	"\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n";
+
+static const char header_event_format[] =
+	"# compressed entry header\n"
+	"\ttype_len    :    5 bits\n"
+	"\ttime_delta  :   27 bits\n"
+	"\tarray       :   32 bits\n";
+
+/* The tracing data, as util/trace-event-read.c reads it. */
+struct tracing_data_buf {
+	char	data[8192];
+	size_t	len;
+	bool	failed;
+};
+
+static void tracing_data__put(struct tracing_data_buf *t, const void *p, size_t size)
+{
+	if (t->failed || size > sizeof(t->data) - t->len) {
+		t->failed = true;
+		return;
+	}
+	memcpy(t->data + t->len, p, size);
+	t->len += size;
+}
+
+static void tracing_data__put_u32(struct tracing_data_buf *t, u32 val)
+{
+	tracing_data__put(t, &val, sizeof(val));
+}
+
+static void tracing_data__put_u64(struct tracing_data_buf *t, u64 val)
+{
+	tracing_data__put(t, &val, sizeof(val));
+}
+
+/* A file: its size, then its text */
+static void tracing_data__put_file(struct tracing_data_buf *t, const char *text)
+{
+	tracing_data__put_u64(t, strlen(text));
+	tracing_data__put(t, text, strlen(text));
+}
+
+static struct tracing_data_buf *tracing_data__new(void)
+{
+	static const char magic[] = { 23, 8, 68, 't', 'r', 'a', 'c', 'i', 'n', 'g' };
+	const u16 one = 1;
+	const u8 big_endian = *(const u8 *)&one == 0, long_size = sizeof(long);
+	struct tracing_data_buf *t = zalloc(sizeof(*t));
+
+	if (!t)
+		return NULL;
+	tracing_data__put(t, magic, sizeof(magic));
+	tracing_data__put(t, "0.6", sizeof("0.6"));
+	tracing_data__put(t, &big_endian, 1);
+	tracing_data__put(t, &long_size, 1);
+	tracing_data__put_u32(t, 4096);
+	tracing_data__put(t, "header_page", sizeof("header_page"));
+	tracing_data__put_file(t, header_page_format);
+	tracing_data__put(t, "header_event", sizeof("header_event"));
+	tracing_data__put_file(t, header_event_format);
+	/* no ftrace events; one system of two events */
+	tracing_data__put_u32(t, 0);
+	tracing_data__put_u32(t, 1);
+	tracing_data__put(t, "sched", sizeof("sched"));
+	tracing_data__put_u32(t, 2);
+	tracing_data__put_file(t, sched_switch_format);
+	tracing_data__put_file(t, sched_wakeup_format);
+	/* no kallsyms, no printk formats, no saved cmdlines */
+	tracing_data__put_u32(t, 0);
+	tracing_data__put_u32(t, 0);
+	tracing_data__put_u64(t, 0);
+	if (t->failed)
+		zfree(&t);
+	return t;
+}
+
+/* A pipe's tracing data: an event, the data after it, padded to whole u64s */
+static void stream__tracing_data(struct stream *s, const struct tracing_data_buf *t)
+{
+	struct perf_record_header_tracing_data ev = {
+		.header = {
+			.type = PERF_RECORD_HEADER_TRACING_DATA,
+			.size = sizeof(ev),
+		},
+		.size = PERF_ALIGN(t->len, sizeof(u64)),
+	};
+	u64 padding = 0;
+
+	stream__write(s, &ev, sizeof(ev));
+	stream__write(s, t->data, t->len);
+	stream__write(s, &padding, ev.size - t->len);
+}
+
+/* An attr of a perf.data file, as util/header.c writes them */
+struct file_attr {
+	struct perf_event_attr		attr;
+	struct perf_file_section	ids;
+};
+
+/*
+ * A perf.data file on @fd, as perf record writes one (util/header.c): the
+ * header, the events' ids and attrs, the events in @data_fd, then two
+ * features: the tracing data and the number of CPUs.
+ */
+static int sched__write_file(int fd, u64 sample_type, int data_fd,
+			     const struct tracing_data_buf *t)
+{
+	static const u64 ids[] = { SCHED_SWITCH_SAMPLE_ID, SCHED_WAKEUP_SAMPLE_ID };
+	static const u64 configs[] = { SCHED_SWITCH_ID, SCHED_WAKEUP_ID };
+	struct perf_file_header header = {
+		.magic		= PERF_MAGIC2,
+		.size		= sizeof(header),
+		.attr_size	= sizeof(struct file_attr),
+	};
+	/* available and online */
+	static const u32 nr_cpus[] = { 2, 2 };
+	struct file_attr attrs[ARRAY_SIZE(ids)];
+	struct perf_file_section features[2];
+	off_t data_size = lseek(data_fd, 0, SEEK_END);
+	u64 offset = sizeof(header);
+	char buf[4096];
+	ssize_t n;
+
+	if (data_size < 0 || lseek(data_fd, 0, SEEK_SET))
+		return -errno;
+	memset(attrs, 0, sizeof(attrs));
+	for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+		event_attr__init(&attrs[i].attr, PERF_TYPE_TRACEPOINT, configs[i], 1,
+				 sample_type, 0);
+		attrs[i].ids.offset = offset + i * sizeof(ids[0]);
+		attrs[i].ids.size = sizeof(ids[0]);
+	}
+	offset += sizeof(ids);
+	header.attrs.offset = offset;
+	header.attrs.size = sizeof(attrs);
+	offset += sizeof(attrs);
+	header.data.offset = offset;
+	header.data.size = data_size;
+	offset += data_size;
+	/* the features' sections follow the data, in the order of their bits */
+	__set_bit(HEADER_TRACING_DATA, header.adds_features);
+	__set_bit(HEADER_NRCPUS, header.adds_features);
+	features[0].offset = offset + sizeof(features);
+	features[0].size = t->len;
+	features[1].offset = features[0].offset + features[0].size;
+	features[1].size = sizeof(nr_cpus);
+
+	if (writen(fd, &header, sizeof(header)) != sizeof(header) ||
+	    writen(fd, ids, sizeof(ids)) != sizeof(ids) ||
+	    writen(fd, attrs, sizeof(attrs)) != sizeof(attrs))
+		return -EIO;
+	while ((n = read(data_fd, buf, sizeof(buf))) > 0) {
+		if (writen(fd, buf, n) != n)
+			return -EIO;
+	}
+	if (n < 0 || writen(fd, features, sizeof(features)) != sizeof(features) ||
+	    writen(fd, t->data, t->len) != (ssize_t)t->len ||
+	    writen(fd, nr_cpus, sizeof(nr_cpus)) != sizeof(nr_cpus))
+		return -EIO;
+	return 0;
+}
+
+/* The raw data of sched_switch and sched_wakeup, as tracefs describes them */
+struct sched_raw_common {
+	u16	type;
+	u8	flags;
+	u8	preempt_count;
+	s32	pid;
+};
+
+struct sched_switch_raw {
+	struct sched_raw_common	common;
+	char			prev_comm[16];
+	s32			prev_pid;
+	s32			prev_prio;
+	s64			prev_state;
+	char			next_comm[16];
+	s32			next_pid;
+	s32			next_prio;
+};
+
+struct sched_wakeup_raw {
+	struct sched_raw_common	common;
+	char			comm[16];
+	s32			pid;
+	s32			prio;
+	s32			target_cpu;
+};
+
+struct sched_task {
+	u32		pid, tid;
+	const char	*comm;
+};
+
+#define TASK_RUNNING		0
+#define TASK_INTERRUPTIBLE	1
+
+static const struct sched_task task_a = { PID, TID1, "task-a" };
+static const struct sched_task task_b = { PID, TID2, "task-b" };
+static const struct sched_task task_c = { PID, TID3, "task-c" };
+static const struct sched_task swapper = { 0, 0, "swapper/0" };
+
+/*
+ * What the kernel did, in time order: a switch or a wakeup sampled in the
+ * context of @task, a record of its stack written when @task returned to
+ * user space, or a loss.
+ */
+struct sched_step {
+	enum { STEP_SWITCH, STEP_WAKEUP, STEP_RECORD, STEP_LOST } what;
+	u64			ms;
+	u32			cpu;
+	const struct sched_task	*task;
+	u64			cookie;
+	const struct ips	*chain;	/* a sample's kernel part, a record's stack */
+	/* a switch: from @task, in @prev_state, to @next; a wakeup: of @next */
+	s64			prev_state;
+	const struct sched_task	*next;
+};
+
+#define SCHED_SAMPLE_TYPE	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | \
+				 PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | \
+				 PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW | \
+				 PERF_SAMPLE_CALLCHAIN_DEFERRED)
+
+static u64 sched__time(u64 ms)
+{
+	return NSEC_PER_SEC + ms * NSEC_PER_MSEC;
+}
+
+/*
+ * A sample of a step. In the fp stream, what deferral would have joined:
+ * the user part of the stack that its record has, if it has one.
+ */
+static void stream__sched_sample(struct stream *s, const struct sched_step *steps,
+				 size_t nr_steps, const struct sched_step *step, bool defer)
+{
+	union {
+		struct sched_switch_raw	sw;
+		struct sched_wakeup_raw	wakeup;
+		u64			words[9];
+	} raw;
+	struct perf_sample sample = {
+		.tid	= step->task->tid,
+		.time	= sched__time(step->ms),
+		.cpu	= step->cpu,
+		.period	= 1,
+		.raw_data = &raw,
+	};
+	u64 ips[MAX_IPS];
+	struct ips chain = *step->chain;
+	union perf_event buf;
+
+	memset(&raw, 0, sizeof(raw));
+	raw.sw.common.pid = step->task->tid;
+	if (step->what == STEP_SWITCH) {
+		raw.sw.common.type = SCHED_SWITCH_ID;
+		snprintf(raw.sw.prev_comm, sizeof(raw.sw.prev_comm), "%s", step->task->comm);
+		raw.sw.prev_pid = step->task->tid;
+		raw.sw.prev_prio = 120;
+		raw.sw.prev_state = step->prev_state;
+		snprintf(raw.sw.next_comm, sizeof(raw.sw.next_comm), "%s", step->next->comm);
+		raw.sw.next_pid = step->next->tid;
+		raw.sw.next_prio = 120;
+		/* the u32 size and the data fill whole u64s */
+		sample.raw_size = sizeof(raw.sw) + sizeof(u32);
+		sample.id = SCHED_SWITCH_SAMPLE_ID;
+	} else {
+		raw.wakeup.common.type = SCHED_WAKEUP_ID;
+		snprintf(raw.wakeup.comm, sizeof(raw.wakeup.comm), "%s", step->next->comm);
+		raw.wakeup.pid = step->next->tid;
+		raw.wakeup.prio = 120;
+		raw.wakeup.target_cpu = step->cpu;
+		sample.raw_size = sizeof(raw.wakeup);
+		sample.id = SCHED_WAKEUP_SAMPLE_ID;
+	}
+
+	if (defer) {
+		sample.deferred_cookie = step->cookie;
+	} else if (step->cookie) {
+		for (size_t i = 0; i < nr_steps; i++) {
+			const struct sched_step *record = &steps[i];
+
+			if (record->what != STEP_RECORD || record->task != step->task ||
+			    record->cookie != step->cookie || !record->chain->nr)
+				continue;
+			if (chain.nr + 1 + record->chain->nr > MAX_IPS) {
+				s->failed = true;
+				return;
+			}
+			memcpy(ips, chain.ips, chain.nr * sizeof(u64));
+			ips[chain.nr] = PERF_CONTEXT_USER;
+			memcpy(&ips[chain.nr + 1], record->chain->ips,
+			       record->chain->nr * sizeof(u64));
+			chain.nr += 1 + record->chain->nr;
+			chain.ips = ips;
+			break;
+		}
+	}
+	stream__put(s, sample__synthesize_pid(&buf, s->sample_type, 0, &sample, &chain,
+					      step->task->pid));
+}
+
+/*
+ * Three tasks on two CPUs, switched and woken: each sample of a task in
+ * the kernel waits for the record its return to user space writes, while
+ * the other tasks switch meanwhile, on its CPU and on the other. Joined
+ * late, a switch comes after a later one of its CPU, as perf sched cannot
+ * take. One record comes from the other CPU's buffer; one sample's record
+ * comes across a loss (ambiguous), one never comes (unresolved). With
+ * @defer false, the same events recorded with plain fp callchains.
+ */
+static int deferredstream__sched(struct stream *s, bool defer, bool file)
+{
+	const u64 leaf = (u64)(unsigned long)deferredstream_leaf + 1;
+	const u64 mid = (u64)(unsigned long)deferredstream_mid + 1;
+	const u64 top = (u64)(unsigned long)deferredstream_top + 1;
+	const struct ips stack_deep = { 3, (const u64[]){ leaf, mid, top } };
+	const struct ips stack_short = { 2, (const u64[]){ mid, top } };
+	const struct sched_step steps[] = {
+		{ STEP_SWITCH, 10, 0, &task_a, COOKIE1, &kernel_a, TASK_INTERRUPTIBLE, &task_b },
+		{ STEP_WAKEUP, 12, 1, &task_c, COOKIE3, &kernel_b, 0, &task_a },
+		{ STEP_RECORD, 13, 1, &task_c, COOKIE3, &stack_short, 0, NULL },
+		/* B is preempted in the kernel: A runs again */
+		{ STEP_SWITCH, 15, 0, &task_b, COOKIE2, &kernel_c, TASK_RUNNING, &task_a },
+		/* A's sample at 10 joins its record now, after B's switch at 15 */
+		{ STEP_RECORD, 16, 0, &task_a, COOKIE1, &stack_deep, 0, NULL },
+		{ STEP_LOST, 17, 0, NULL, 0, NULL, 0, NULL },
+		{ STEP_SWITCH, 20, 1, &task_c, COOKIE5, &kernel_a, TASK_INTERRUPTIBLE, &task_b },
+		/* B's record, on the CPU B moved to, after the loss: ambiguous */
+		{ STEP_RECORD, 21, 1, &task_b, COOKIE2, &stack_deep, 0, NULL },
+		/* A sleeps for good: unresolved */
+		{ STEP_SWITCH, 25, 0, &task_a, COOKIE4, &kernel_a, TASK_INTERRUPTIBLE, &swapper },
+		/* the idle task defers nothing */
+		{ STEP_WAKEUP, 30, 0, &swapper, 0, &kernel_b, 0, &task_c },
+		{ STEP_SWITCH, 32, 0, &swapper, 0, &kernel_c, TASK_RUNNING, &task_c },
+		{ STEP_RECORD, 33, 0, &task_c, COOKIE5, &stack_short, 0, NULL },
+	};
+	struct perf_pipe_file_header header = {
+		.magic	= PERF_MAGIC2,
+		.size	= sizeof(header),
+	};
+	char data_path[] = "/tmp/perf-test-deferred-XXXXXX";
+	int out_fd = s->fd, err = -EIO;
+	struct tracing_data_buf *t;
+	char path[PATH_MAX];
+	u64 start = 0, len = 0, pgoff = 0;
+
+	if (exe__text_map(path, sizeof(path), &start, &len, &pgoff))
+		return -ENOENT;
+	t = tracing_data__new();
+	if (!t)
+		return -ENOMEM;
+	s->sample_type = defer ? SCHED_SAMPLE_TYPE :
+				 SCHED_SAMPLE_TYPE & ~PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	if (file) {
+		/* the events first, aside: the header says where they end */
+		s->fd = mkstemp(data_path);
+		if (s->fd < 0) {
+			err = -errno;
+			goto out_free;
+		}
+		unlink(data_path);
+	} else {
+		stream__write(s, &header, sizeof(header));
+		stream__attr_event(s, PERF_TYPE_TRACEPOINT, SCHED_SWITCH_ID, 1, 0,
+				   SCHED_SWITCH_SAMPLE_ID);
+		stream__attr_event(s, PERF_TYPE_TRACEPOINT, SCHED_WAKEUP_ID, 1, 0,
+				   SCHED_WAKEUP_SAMPLE_ID);
+		stream__tracing_data(s, t);
+	}
+
+	s->id = SCHED_SWITCH_SAMPLE_ID;
+	stream__mmap2(s, sched__time(1), path, start, len, pgoff);
+	stream__comm(s, task_a.tid, sched__time(1), task_a.comm);
+	stream__comm(s, task_b.tid, sched__time(1), task_b.comm);
+	stream__comm(s, task_c.tid, sched__time(1), task_c.comm);
+
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		const struct sched_step *step = &steps[i];
+
+		s->cpu = step->cpu;
+		switch (step->what) {
+		case STEP_SWITCH:
+		case STEP_WAKEUP:
+			stream__sched_sample(s, steps, ARRAY_SIZE(steps), step, defer);
+			break;
+		case STEP_RECORD:
+			if (defer)
+				stream__record(s, step->task->tid, sched__time(step->ms),
+					       step->cookie, step->chain);
+			break;
+		case STEP_LOST:
+			stream__lost(s, sched__time(step->ms), 2);
+			break;
+		default:
+			s->failed = true;
+			break;
+		}
+	}
+	if (!s->failed)
+		err = file ? sched__write_file(out_fd, s->sample_type, s->fd, t) : 0;
+	if (file)
+		close(s->fd);
+out_free:
+	free(t);
+	return err;
+}
+
 static int deferredstream(int argc, const char **argv)
 {
 	static const u64 id = 1;
@@ -2340,20 +2890,26 @@ static int deferredstream(int argc, const char **argv)
 		.magic	= PERF_MAGIC2,
 		.size	= sizeof(header),
 	};
+	const char *mode = argc > 0 ? argv[0] : "";
 	unsigned long nr = argc > 1 ? strtoul(argv[1], NULL, 0) : 0;
 
-	if (argc < 1) {
-		fprintf(stderr, "usage: perf test -w %s views|wait N|joined N\n", __func__);
-		return 1;
+	if (!strcmp(mode, "sched") || !strcmp(mode, "sched-fp")) {
+		bool file = argc > 1 && !strcmp(argv[1], "file");
+
+		return deferredstream__sched(&s, /*defer=*/!strcmp(mode, "sched"), file) ? 1 : 0;
 	}
 	stream__write(&s, &header, sizeof(header));
-	stream__attr(&s, /*read_format=*/0, id);
 
-	if (!strcmp(argv[0], "views"))
+	/* as perf record --per-thread writes them: no time */
+	if (!strcmp(mode, "views-notime"))
+		s.sample_type &= ~PERF_SAMPLE_TIME;
+	stream__attr(&s, /*read_format=*/0, id);
+	if (!strcmp(mode, "views") || !strcmp(mode, "views-notime"))
 		return deferredstream__views(&s) ? 1 : 0;
-	if (!strcmp(argv[0], "wait") || !strcmp(argv[0], "joined"))
-		return deferredstream__wait(&s, nr, !strcmp(argv[0], "joined")) ? 1 : 0;
-	fprintf(stderr, "perf test -w %s: unknown mode %s\n", __func__, argv[0]);
+	if (!strcmp(mode, "wait") || !strcmp(mode, "joined"))
+		return deferredstream__wait(&s, nr, !strcmp(mode, "joined")) ? 1 : 0;
+	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
+		"views|views-notime|wait N|joined N|sched [file]|sched-fp [file]");
 	return 1;
 }
 

@@ -50,6 +50,7 @@
 #include "thread.h"
 
 u64 deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
+const char *deferred_callchain_queue_size_arg;
 
 int deferred_callchain__parse_queue_size(const char *str)
 {
@@ -75,14 +76,15 @@ int deferred_callchain__parse_queue_size(const char *str)
 	return 0;
 }
 
-int parse_deferred_callchain_queue_size(const struct option *opt __maybe_unused,
-					const char *str, int unset)
+/*
+ * An option parsed as a string, not by a callback: a bad value gets its
+ * one line, not the usage of every option after it.
+ */
+int deferred_callchain__queue_size_option(void)
 {
-	if (unset) {
-		deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
+	if (!deferred_callchain_queue_size_arg)
 		return 0;
-	}
-	return deferred_callchain__parse_queue_size(str);
+	return deferred_callchain__parse_queue_size(deferred_callchain_queue_size_arg);
 }
 
 /* A record, shared by the thread that saw it last and the samples it joined. */
@@ -439,6 +441,8 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 					       union perf_event *copy, u64 file_offset,
 					       const char *file_path)
 {
+	/* without time, the order of the file is all there is */
+	u64 time = dc->index_in_file_order ? file_offset : sample->time;
 	unsigned int flags = DEFERRED_CALLCHAIN__UNRESOLVED;
 	struct deferred_indexed *indexed = NULL;
 	const union perf_event *record = NULL;
@@ -450,10 +454,10 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 			indexed = indexed->next;
 	}
 	if (indexed) {
-		u64 from = min(sample->time, indexed->time), to = max(sample->time, indexed->time);
+		u64 from = min(time, indexed->time), to = max(time, indexed->time);
 
 		flags = DEFERRED_CALLCHAIN__JOINED;
-		if (indexed->time < sample->time)
+		if (indexed->time < time)
 			flags |= DEFERRED_CALLCHAIN__BACKWARD;
 		if (deferred_callchains__lost_before(dc, to) !=
 		    deferred_callchains__lost_before(dc, from))
@@ -489,6 +493,7 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 	zfree(&dc->lost_times);
 	dc->nr_lost_times = 0;
 	dc->lost_times_size = 0;
+	dc->index_in_file_order = false;
 }
 
 static int deferred_callchains__sample(struct deferred_callchains *dc,

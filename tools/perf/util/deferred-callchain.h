@@ -62,19 +62,19 @@ typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 
 /* call-graph.defer-queue-size and the tools' --defer-queue-size */
 extern u64 deferred_callchain_queue_size;
-
-struct option;
+/* --defer-queue-size as given, checked once the options are parsed */
+extern const char *deferred_callchain_queue_size_arg;
 
 /* A size in bytes, with an optional k, m or g: 0, or -1 on a bad one */
 int deferred_callchain__parse_queue_size(const char *str);
-int parse_deferred_callchain_queue_size(const struct option *opt, const char *str,
-					int unset);
+/* --defer-queue-size, if given: 0, or -1 after a one-line error */
+int deferred_callchain__queue_size_option(void);
 
 #define DEFER_QUEUE_SIZE_HELP	\
 	"memory for events held behind samples waiting for their deferred callchain (256M)"
 #define OPT_DEFER_QUEUE_SIZE()							\
-	OPT_CALLBACK(0, "defer-queue-size", NULL, "size", DEFER_QUEUE_SIZE_HELP,	\
-		     parse_deferred_callchain_queue_size)
+	OPT_STRING(0, "defer-queue-size", &deferred_callchain_queue_size_arg, "size",	\
+		   DEFER_QUEUE_SIZE_HELP)
 
 struct deferred_callchains {
 	/* tid -> struct deferred_thread, for threads with something to keep */
@@ -98,6 +98,11 @@ struct deferred_callchains {
 	 * it, a sample is joined (or not) the moment it comes: nothing waits.
 	 */
 	struct hashmap			*index;
+	/*
+	 * The file's deferred events have no time: the index holds file
+	 * offsets instead, and a sample's offset stands for its time.
+	 */
+	bool				index_in_file_order;
 	u64				*lost_times;
 	size_t				nr_lost_times;
 	size_t				lost_times_size;
@@ -132,7 +137,9 @@ int deferred_callchains__flush(struct deferred_callchains *dc);
 /*
  * Indexing a file before reading its events: every record (which must stay
  * where it is until deferred_callchains__exit()), with its tid and time,
- * and the time of every loss; then the index is done and used.
+ * and the time of every loss; then the index is done and used. In a file
+ * whose deferred events have no time, index_in_file_order is set and the
+ * times are file offsets.
  */
 int deferred_callchains__index_record(struct deferred_callchains *dc,
 				      const union perf_event *record, u32 tid, u64 time);

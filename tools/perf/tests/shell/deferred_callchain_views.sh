@@ -7,7 +7,8 @@
 # unresolved at exit and at the end), their user stacks in functions of
 # perf itself. Every view reads it, as a pipe and as a file, and must not
 # crash; the marks must show, stay apart and end their lines; samples come
-# out in time order; a waiting sample costs a bounded amount of memory.
+# out in time order, or file order without time; a waiting sample costs a
+# bounded amount of memory, within a cap; perf record's fallback to fp.
 
 set -e
 
@@ -87,7 +88,7 @@ test_report() {
 
 # perf script: default fields, +srcline,+symoff, no callchain, raw view.
 test_script() {
-	local input=$1 out="${tmpdir}/script" times
+	local input=$1 out="${tmpdir}/script" times args
 
 	if view "perf script" "${out}" "${input}" script; then
 		# one frame each: two unresolved samples, one ambiguous
@@ -127,10 +128,14 @@ test_script() {
 		fail "perf script --no-merge-callchains --tid 1003: not 1 record"
 	fi
 	# read as written, nothing is joined: perf says so
-	if view "perf script --show-round-events" "${out}" "${input}" script --show-round-events &&
-		! grep -q "deferred user callchains are not joined" "${out}.err"; then
-		fail "perf script --show-round-events: no word that stacks are not joined"
-	fi
+	for args in "script --show-round-events" "script --dump-unsorted-raw-trace" \
+		"report -D --disable-order"; do
+		# shellcheck disable=SC2086 # the arguments split on purpose
+		if view "perf ${args}" "${out}" "${input}" ${args} &&
+			! grep -q "deferred user callchains are not joined" "${out}.err"; then
+			fail "perf ${args}: no word that stacks are not joined"
+		fi
+	done
 	view "perf report -D" "${out}" "${input}" report -D || true
 	view "perf annotate" "${out}" "${input}" annotate --stdio || true
 	return 0
@@ -170,6 +175,86 @@ EOF
 		fi
 	else
 		fail "perf was built without perl scripting"
+	fi
+	return 0
+}
+
+# Events without time (perf record --per-thread left it out before it
+# sampled time for deferred callchains): joined in the order of the file,
+# from a file's index as from a pipe's queue, as the same events with time.
+test_no_time() {
+	local input out="${tmpdir}/no_time"
+
+	perf test -w deferredstream views-notime >"${tmpdir}/no_time.pipe"
+	perf inject -i - -o "${tmpdir}/no_time.data" <"${tmpdir}/no_time.pipe"
+	if perf evlist -v -i "${tmpdir}/no_time.data" | grep -q "sample_type: .*TIME"; then
+		fail "views-notime: the events have PERF_SAMPLE_TIME"
+	fi
+	for input in data pipe; do
+		view "perf script (no time, ${input})" "${out}" "${tmpdir}/no_time.${input}" \
+			script || continue
+		view "perf script (${input})" "${out}.timed" "${tmpdir}/views.${input}" script ||
+			continue
+		check_marks "perf script (no time, ${input})" "${out}" 2 1
+		grep -q "deferredstream_leaf" "${out}" ||
+			fail "perf script (no time, ${input}): no joined user frame"
+		# files, not process substitution: a guest may have no /dev/fd
+		grep -A10 "^deferred callchains:" "${out}.timed.err" >"${out}.timed.summary" || true
+		grep -A10 "^deferred callchains:" "${out}.err" >"${out}.summary" || true
+		if ! diff "${out}.timed.summary" "${out}.summary" >"${out}.diff"; then
+			fail "perf script (no time, ${input}): joined unlike the same events with time:"
+			cat "${out}.diff"
+		fi
+	done
+	return 0
+}
+
+# --defer-queue-size and call-graph.defer-queue-size: past the cap, the
+# oldest waiting samples go out unresolved and are counted over it; a bad
+# size is a one-line error.
+test_queue_size() {
+	local input="${tmpdir}/queue.pipe" out="${tmpdir}/queue" how capped joined unresolved
+
+	perf test -w deferredstream wait 1000 >"${input}"
+	printf '[call-graph]\n\tdefer-queue-size = 16k\n' >"${tmpdir}/queue.config"
+	for how in option config; do
+		if [ "${how}" = option ]; then
+			view "perf script --defer-queue-size 16k" "${out}" "${input}" script \
+				--defer-queue-size 16k || continue
+		else
+			PERF_CONFIG="${tmpdir}/queue.config" view "call-graph.defer-queue-size" \
+				"${out}" "${input}" script || continue
+		fi
+		capped=$(summary "${out}.err" "over memory cap")
+		joined=$(summary "${out}.err" "joined")
+		unresolved=$(summary "${out}.err" "unresolved samples")
+		if [ "${capped:-0}" -eq 0 ] || [ "${unresolved}" != "${capped}" ] ||
+			[ "${joined:-0}" -eq 0 ] || [ $((joined + unresolved)) -ne 1000 ]; then
+			fail "16k queue (${how}): expected the oldest of 1000 samples over the cap," \
+				"the rest joined; ${capped:-no} over the cap, ${joined:-no} joined," \
+				"${unresolved:-no} unresolved"
+		fi
+	done
+	if view "perf script (default queue)" "${out}" "${input}" script &&
+		[ "$(summary "${out}.err" "over memory cap")" != 0 ]; then
+		fail "the default queue: samples over the cap"
+	fi
+	for tool in script report inject; do
+		if perf "${tool}" --defer-queue-size 16q -i - <"${input}" >/dev/null \
+			2>"${out}.err"; then
+			fail "perf ${tool} --defer-queue-size 16q: no error"
+		elif [ "$(wc -l <"${out}.err")" -ne 1 ] ||
+			! grep -q "Invalid deferred callchain queue size: '16q'" "${out}.err"; then
+			fail "perf ${tool} --defer-queue-size 16q: not a one-line error:"
+			head -n 3 "${out}.err"
+		fi
+	done
+	printf '[call-graph]\n\tdefer-queue-size = 16q\n' >"${tmpdir}/queue.config"
+	if PERF_CONFIG="${tmpdir}/queue.config" perf script -i - <"${input}" >/dev/null \
+		2>"${out}.err"; then
+		fail "call-graph.defer-queue-size = 16q: no error"
+	elif ! grep -q "Invalid deferred callchain queue size: '16q'" "${out}.err"; then
+		fail "call-graph.defer-queue-size = 16q: no word of the bad size"
 	fi
 	return 0
 }
@@ -235,23 +320,42 @@ test_inject_rounds() {
 	return 0
 }
 
-# On a kernel without the feature, perf record says so and records fp.
+# On a kernel without the feature, perf record says so, once, and every
+# event records fp. An event the kernel refuses for another reason (an
+# aux-output event without an AUX area event to lead it) fails with that
+# reason, on any kernel: the deferred callchains are not blamed.
 test_fallback() {
-	local data="${tmpdir}/fallback.data"
+	local data="${tmpdir}/fallback.data" out="${tmpdir}/fallback.err" said
 
 	if ! perf record -e cpu-clock -c 100000 --call-graph fp,defer -o "${data}" \
-		-- true >/dev/null 2>"${tmpdir}/fallback.err"; then
+		-- true >/dev/null 2>"${out}"; then
 		echo "perf record cannot sample here: fallback not checked"
 		return 0
 	fi
+	if perf record -e cpu-clock/aux-output/ -c 100000 --call-graph fp,defer \
+		-o "${data}" -- true >/dev/null 2>"${out}"; then
+		fail "perf record opened an aux-output event without an AUX area event"
+	else
+		grep -q "aux_output" "${out}" ||
+			fail "perf record of an aux-output event: no word of aux_output:"
+		if grep -q "cannot defer" "${out}"; then
+			fail "perf record of an aux-output event blames the deferred callchains:"
+			cat "${out}"
+		fi
+	fi
+	perf record -e cpu-clock -e task-clock -c 100000 --call-graph fp,defer -o "${data}" \
+		-- true >/dev/null 2>"${out}"
 	if perf evlist -v -i "${data}" | grep -q CALLCHAIN_DEFERRED; then
 		# this kernel defers: nothing to fall back from
+		[ "$(perf evlist -v -i "${data}" | grep -c CALLCHAIN_DEFERRED)" -eq 2 ] ||
+			fail "perf record: not both events with deferred callchains"
 		return 0
 	fi
-	grep -q "The kernel cannot defer user callchains: recording plain fp callchains" \
-		"${tmpdir}/fallback.err" || fail "perf record fell back to fp without a word"
-	perf evlist -v -i "${data}" | grep -q "sample_type: .*CALLCHAIN" ||
-		fail "perf record fell back without callchains"
+	said=$(grep -c "The kernel cannot defer user callchains: recording plain fp callchains" \
+		"${out}" || true)
+	[ "${said}" -eq 1 ] || fail "perf record fell back to fp with ${said} words, not 1"
+	[ "$(perf evlist -v -i "${data}" | grep -c "sample_type: .*CALLCHAIN")" -eq 2 ] ||
+		fail "perf record fell back without callchains on both events"
 	return 0
 }
 
@@ -293,8 +397,10 @@ for input in "${tmpdir}/views.data" "${tmpdir}/views.pipe"; do
 	test_script "${input}"
 	test_scripting "${input}"
 done
+test_no_time
 test_inject
 test_inject_rounds
+test_queue_size
 test_memory
 test_fallback
 

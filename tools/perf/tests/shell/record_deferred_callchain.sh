@@ -4,9 +4,9 @@
 #
 # Records the syscallchain workload (a known call chain that lives in a
 # read system call) with fp and with fp,defer, and checks that the joined
-# stacks hold the same user frames, that the join's summary adds up, and
-# that perf report -D, perf script --no-merge-callchains and perf inject
-# show or keep the records.
+# stacks hold the same user frames, that the join's summary adds up, that
+# perf report -D, perf script --no-merge-callchains and perf inject show or
+# keep the records, and that per-thread recordings sample time.
 
 set -e
 
@@ -219,12 +219,44 @@ test_pipe() {
 	fi
 }
 
+# Every recording with fp,defer samples time, also one that leaves it out
+# without defer (--per-thread, --no-inherit): the join orders the samples
+# and records of every buffer by it. Their stacks are joined.
+test_per_thread() {
+	local opt data="${tmpdir}/per_thread.data"
+
+	echo "Per-thread recordings sample time and are joined"
+	for opt in --per-thread --no-inherit; do
+		perf record -q -e cpu-clock -F 2000 --call-graph fp,defer "${opt}" -o "${data}" \
+			-- perf test -w syscallchain 1
+		if ! perf evlist -v -i "${data}" | grep -q "sample_type: .*TIME.*CALLCHAIN_DEFERRED"; then
+			echo "  ${opt}: no PERF_SAMPLE_TIME with deferred callchains:"
+			perf evlist -v -i "${data}" | grep -o "sample_type: [^,]*"
+			err=1
+		fi
+		perf script -i "${data}" -F ip,sym > "${tmpdir}/per_thread.out" \
+			2> "${tmpdir}/per_thread.summary"
+		deferred=$(summary "${tmpdir}/per_thread.summary" "deferred samples")
+		unresolved=$(summary "${tmpdir}/per_thread.summary" "unresolved samples")
+		lost=$(summary "${tmpdir}/per_thread.summary" "lost records")
+		if [ "${deferred:-0}" -eq 0 ] || ! grep -q syscallchain_top "${tmpdir}/per_thread.out"; then
+			echo "  ${opt}: no joined user stack:"
+			cat "${tmpdir}/per_thread.summary"
+			err=1
+		elif [ "${lost}" -eq 0 ] && [ "${unresolved}" -ne 0 ]; then
+			echo "  ${opt}: ${unresolved} unresolved samples although nothing was lost"
+			err=1
+		fi
+	done
+}
+
 test_same_user_frames
 test_summary
 test_report_dump
 test_no_merge
 test_inject
 test_pipe
+test_per_thread
 
 cleanup
 exit $err

@@ -110,15 +110,17 @@ test_time_order() {
 	[ "${threads}" -gt 4 ] || fail "samples of ${threads} threads only"
 }
 
-# perf sched and perf kwork read tracepoint samples in time order.
+# perf sched and perf kwork read tracepoint samples in time order: from a
+# file's index, and from the join's queue where the data is compressed.
 test_sched() {
-	local data="${tmpdir}/sched.data" cmd times
+	local data="${tmpdir}/sched.data" cmd times compress=$1
 
-	echo "perf sched and perf kwork over deferred tracepoint samples"
+	echo "perf sched and perf kwork over deferred tracepoint samples${compress:+, $compress}"
+	# shellcheck disable=SC2086 # no argument if not compressed
 	if ! perf record -q -a -e sched:sched_switch -e sched:sched_wakeup \
 		-e sched:sched_wakeup_new -e sched:sched_migrate_task \
 		-e irq:softirq_entry -e irq:softirq_exit -e irq:softirq_raise \
-		--call-graph fp,defer -o "${data}" \
+		--call-graph fp,defer ${compress} -o "${data}" \
 		-- perf bench sched messaging -g 2 -l 50 >/dev/null 2>"${tmpdir}/sched.err"; then
 		fail "perf record of sched and irq tracepoints"
 		tail -n 3 "${tmpdir}/sched.err"
@@ -176,7 +178,8 @@ test_walk_tracepoint() {
 
 test_lossy
 test_time_order
-test_sched
+test_sched ""
+test_sched -z
 test_walk_tracepoint
 
 cleanup
