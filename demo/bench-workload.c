@@ -23,7 +23,10 @@
  *                  unit
  *
  * Built with frame pointers and without sibling calls: every level of the
- * chain keeps its frame, as in the demo workload.
+ * chain keeps its frame, as in the demo workload. make bench-record also
+ * builds it with the system call inline (-DBENCH_INLINE_SYSCALL), once with
+ * frame pointers (bench-workload-fp) and once without them and with SFrame
+ * tables (bench-workload-sframe), to weigh the two walks.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -70,10 +73,30 @@ static double cpu_time(void)
 	       ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* The raw system call: libc's read() wrapper keeps no frame. */
+/*
+ * The raw system call: libc's read() wrapper keeps no frame. Built with
+ * -DBENCH_INLINE_SYSCALL (make bench-record's SFrame builds), the system
+ * call instruction is here: libc has no SFrame tables to walk syscall()
+ * by, in a program without frame pointers.
+ */
+static long sys_read(int fd, void *buf, size_t len)
+{
+#ifdef BENCH_INLINE_SYSCALL
+	long ret = SYS_read;
+
+	__asm__ volatile("syscall"
+			 : "+a" (ret)
+			 : "D" ((long)fd), "S" (buf), "d" (len)
+			 : "rcx", "r11", "memory");
+	return ret;
+#else
+	return syscall(SYS_read, fd, buf, len);
+#endif
+}
+
 static void read_zero(void *buf, size_t len)
 {
-	if (syscall(SYS_read, zero_fd, buf, len) != (long)len) {
+	if (sys_read(zero_fd, buf, len) != (long)len) {
 		perror("read /dev/zero");
 		exit(1);
 	}

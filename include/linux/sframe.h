@@ -30,7 +30,8 @@ int sframe_find(unsigned long ip, struct unwind_user_frame *frame);
 
 static inline bool mm_has_sframe(struct mm_struct *mm)
 {
-	return mm && !mtree_empty(&mm->sframe_mt);
+	/* Racy, also from NMI: a table added or removed meanwhile is either. */
+	return mm && !data_race(mtree_empty(&mm->sframe_mt));
 }
 
 /*

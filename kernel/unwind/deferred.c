@@ -141,7 +141,9 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 		if (!cache)
 			return;
 		cache->cookie = 0;
-		info->cache = cache;
+		/* Read from interrupts and NMIs of the task: initialised first. */
+		barrier();
+		WRITE_ONCE(info->cache, cache);
 	}
 
 	if (cache->cookie != cookie) {
@@ -150,7 +152,7 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 		barrier();
 		trace->entries = cache->entries;
 		unwind_user(trace, UNWIND_MAX_ENTRIES);
-		cache->nr = trace->nr;
+		WRITE_ONCE(cache->nr, trace->nr);
 		/* The entries before the cookie: unwind_deferred_cached(). */
 		barrier();
 		WRITE_ONCE(cache->cookie, cookie);

@@ -20,8 +20,13 @@
  * the process's memory while walking, in task context: every byte is
  * hostile. Each read is a faulting user access inside the table's bounds,
  * every count and offset is checked before it is used, and anything wrong
- * ends the walk with what was found. Lookups hold sframe_srcu, which a
- * fault may sleep under; a removed table is freed after an SRCU grace
+ * ends the walk with what was found.
+ *
+ * The tables change under mmap_lock held for writing only (mapped,
+ * unmapped, registered, removed, forked), so that each change sees the
+ * tree as the last one left it. A walk looks a table up without any lock
+ * (RCU) and takes a reference, which it holds across the faults of its
+ * reads; a table goes once unlinked and unreferenced, after a grace
  * period.
  */
 #include <linux/compat.h>
@@ -29,12 +34,14 @@
 #include <linux/fs.h>
 #include <linux/maple_tree.h>
 #include <linux/mm.h>
+#include <linux/pagemap.h>
 #include <linux/prctl.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
 #include <linux/sched.h>
 #include <linux/sframe.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
-#include <linux/srcu.h>
 #include <linux/uaccess.h>
 #include <linux/unwind_user_types.h>
 #include <linux/unaligned.h>
@@ -54,7 +61,8 @@
 
 /**
  * struct sframe_section - one SFrame table of a process
- * @rcu:	frees it after an SRCU grace period
+ * @rcu:	frees it after a grace period
+ * @ref:	one for the tree, one per walk using it
  * @sframe_start: the table in the process's memory
  * @sframe_end:	its end
  * @text_start:	the code it describes
@@ -73,6 +81,7 @@
  */
 struct sframe_section {
 	struct rcu_head	rcu;
+	refcount_t	ref;
 	unsigned long	sframe_start;
 	unsigned long	sframe_end;
 	unsigned long	text_start;
@@ -88,8 +97,6 @@ struct sframe_section {
 	s8		fp_off;
 	bool		registered;
 };
-
-DEFINE_STATIC_SRCU(sframe_srcu);
 
 /*
  * Check a table's header and fill @sec from it. @sec's sframe_start and
@@ -144,43 +151,63 @@ static int sframe_parse_header(const struct sframe_header *hdr,
 	return 0;
 }
 
-static void sframe_free_srcu(struct rcu_head *rcu)
+static void sframe_put(struct sframe_section *sec)
 {
-	kfree(container_of(rcu, struct sframe_section, rcu));
+	if (refcount_dec_and_test(&sec->ref))
+		kfree_rcu(sec, rcu);
 }
 
 /*
- * Called with mmap_lock held and sframe_srcu: a table that two removals
- * find (two threads of the process) is freed once, by the one that
- * erased it, and stays readable for the other meanwhile.
+ * Unlink @sec from the tree; mmap_lock held for writing. The store of
+ * NULL may need a node: it must not fail, or a table freed by the walks'
+ * last reference would stay in the tree.
  */
 static void sframe_remove(struct mm_struct *mm, struct sframe_section *sec)
 {
-	if (mtree_erase(&mm->sframe_mt, sec->text_start) == sec)
-		call_srcu(&sframe_srcu, &sec->rcu, sframe_free_srcu);
+	MA_STATE(mas, &mm->sframe_mt, sec->text_start, sec->text_start);
+
+	mmap_assert_write_locked(mm);
+	mtree_lock(&mm->sframe_mt);
+	if (mas_walk(&mas) == sec)
+		mas_store_gfp(&mas, NULL, GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
+	mtree_unlock(&mm->sframe_mt);
+	sframe_put(sec);
 }
 
-/* Drop the tables that describe any of [start, end). */
+/* Drop the tables that describe any of [start, end); mmap_lock for writing. */
 static void sframe_remove_range(struct mm_struct *mm, unsigned long start,
 				unsigned long end)
 {
 	struct sframe_section *sec;
 	unsigned long index = start;
-	int idx;
 
 	if (start >= end)
 		return;
-	idx = srcu_read_lock(&sframe_srcu);
 	mt_for_each(&mm->sframe_mt, sec, index, end - 1)
 		sframe_remove(mm, sec);
-	srcu_read_unlock(&sframe_srcu, idx);
 }
 
-/* Called with mmap_lock held for reading, so that munmap() waits. */
+/* mmap_lock held for writing. */
 static int sframe_insert(struct mm_struct *mm, struct sframe_section *sec)
 {
+	refcount_set(&sec->ref, 1);
 	return mtree_insert_range(&mm->sframe_mt, sec->text_start,
 				  sec->text_end - 1, sec, GFP_KERNEL_ACCOUNT);
+}
+
+/* Whether [start, end) is mapped, in one or more VMAs. */
+static bool sframe_range_mapped(struct mm_struct *mm, unsigned long start,
+				unsigned long end)
+{
+	struct vm_area_struct *vma;
+
+	while (start < end) {
+		vma = vma_lookup(mm, start);
+		if (!vma)
+			return false;
+		start = vma->vm_end;
+	}
+	return true;
 }
 
 /**
@@ -195,8 +222,12 @@ void sframe_mm_init(struct mm_struct *mm)
 
 /**
  * sframe_dup_mm - a forked mm starts with the tables of its parent's
- * @mm:		the child's mm, not yet visible to anyone
- * @oldmm:	the parent's mm, mmap_lock held for writing
+ * @mm:		the child's mm, not yet visible to anyone, its VMAs copied
+ * @oldmm:	the parent's mm
+ *
+ * Context: dup_mmap(), both mmap_locks held for writing.
+ *
+ * Tables of code the child does not have (VM_DONTCOPY) stay behind.
  *
  * Return: 0, or -ENOMEM.
  */
@@ -207,6 +238,8 @@ int sframe_dup_mm(struct mm_struct *mm, struct mm_struct *oldmm)
 	int ret;
 
 	mt_for_each(&oldmm->sframe_mt, sec, index, ULONG_MAX) {
+		if (!sframe_range_mapped(mm, sec->text_start, sec->text_end))
+			continue;
 		copy = kmemdup(sec, sizeof(*sec), GFP_KERNEL_ACCOUNT);
 		if (!copy)
 			return -ENOMEM;
@@ -223,7 +256,8 @@ int sframe_dup_mm(struct mm_struct *mm, struct mm_struct *oldmm)
  * sframe_free_mm - free the tables of an mm
  * @mm:		the mm, its last reference gone
  *
- * Nobody can walk with @mm any more, so the tables go at once.
+ * Nobody can walk with @mm any more: no walk holds a table, which go
+ * at once.
  */
 void sframe_free_mm(struct mm_struct *mm)
 {
@@ -236,7 +270,7 @@ void sframe_free_mm(struct mm_struct *mm)
 }
 
 /**
- * __sframe_unmapped - [start, end) of the current mm is unmapped
+ * __sframe_unmapped - [start, end) of @mm is unmapped
  * @mm:		the mm, mmap_lock held for writing
  * @start:	the first byte unmapped
  * @end:	the byte after the last one
@@ -247,6 +281,34 @@ void __sframe_unmapped(struct mm_struct *mm, unsigned long start,
 		       unsigned long end)
 {
 	sframe_remove_range(mm, start, end);
+}
+
+/*
+ * Read @len bytes at @pos of @file from its page cache: no access event,
+ * no atime update, nothing read from a file that has no page cache.
+ */
+static int sframe_file_read(struct file *file, void *buf, size_t len,
+			    loff_t pos)
+{
+	struct address_space *mapping = file->f_mapping;
+	struct folio *folio;
+	size_t offset, n;
+
+	if (pos < 0 || pos + len > i_size_read(mapping->host))
+		return -ENOEXEC;
+	while (len) {
+		folio = read_mapping_folio(mapping, pos >> PAGE_SHIFT, file);
+		if (IS_ERR(folio))
+			return PTR_ERR(folio);
+		offset = offset_in_folio(folio, pos);
+		n = min(len, folio_size(folio) - offset);
+		memcpy_from_folio(buf, folio, offset, n);
+		folio_put(folio);
+		buf += n;
+		pos += n;
+		len -= n;
+	}
+	return 0;
 }
 
 /*
@@ -262,11 +324,11 @@ static int sframe_read_elf(struct file *file, unsigned long addr,
 	unsigned long bias, size;
 	struct sframe_header hdr;
 	struct elf64_hdr ehdr;
-	loff_t pos = 0;
 	int i, ret;
 
-	if (kernel_read(file, &ehdr, sizeof(ehdr), &pos) != sizeof(ehdr))
-		return -ENOEXEC;
+	ret = sframe_file_read(file, &ehdr, sizeof(ehdr), 0);
+	if (ret)
+		return ret;
 	if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) ||
 	    ehdr.e_ident[EI_CLASS] != ELFCLASS64 ||
 	    ehdr.e_ident[EI_DATA] != ELFDATA2LSB ||
@@ -280,10 +342,10 @@ static int sframe_read_elf(struct file *file, unsigned long addr,
 	phdrs = kmalloc(size, GFP_KERNEL);
 	if (!phdrs)
 		return -ENOMEM;
-	pos = ehdr.e_phoff;
-	ret = -ENOEXEC;
-	if (kernel_read(file, phdrs, size, &pos) != size)
+	ret = sframe_file_read(file, phdrs, size, ehdr.e_phoff);
+	if (ret)
 		goto out;
+	ret = -ENOEXEC;
 
 	for (i = 0; i < ehdr.e_phnum; i++) {
 		struct elf64_phdr *p = &phdrs[i];
@@ -318,10 +380,9 @@ static int sframe_read_elf(struct file *file, unsigned long addr,
 	    sframe->p_filesz < sizeof(hdr) || sframe->p_filesz > sframe->p_memsz)
 		goto out;
 
-	pos = sframe->p_offset;
-	if (kernel_read(file, &hdr, sizeof(hdr), &pos) != sizeof(hdr))
-		goto out;
-	ret = sframe_parse_header(&hdr, sec);
+	ret = sframe_file_read(file, &hdr, sizeof(hdr), sframe->p_offset);
+	if (!ret)
+		ret = sframe_parse_header(&hdr, sec);
 out:
 	kfree(phdrs);
 	return ret;
@@ -336,7 +397,8 @@ out:
  *
  * Context: task context, the new mapping's mm is current's, mmap_lock not
  * held. Called for every executable file mapping: the program and its
- * interpreter at exec, and shared objects that ld.so maps.
+ * interpreter at exec, and shared objects that ld.so maps. The headers are
+ * read from the page cache, where ld.so (or exec) just read them.
  *
  * A mapping of the code of an ELF file with a PT_GNU_SFRAME segment gets
  * that table. Whatever tables described the mapped range go: the range
@@ -349,8 +411,12 @@ void sframe_file_mapped(struct file *file, unsigned long addr,
 	struct vm_area_struct *vma;
 	struct sframe_section *sec;
 
-	/* Reads of anything but a regular file may block or have effects. */
-	if (!S_ISREG(file_inode(file)->i_mode) || !(file->f_mode & FMODE_READ))
+	/*
+	 * Page-cache files only: reads of others may block or have effects
+	 * (pipes, relay files). Compat tasks are walked by frame pointers.
+	 */
+	if (!S_ISREG(file_inode(file)->i_mode) || !(file->f_mode & FMODE_READ) ||
+	    !file->f_mapping->a_ops->read_folio || in_compat_syscall())
 		return;
 
 	sec = kzalloc(sizeof(*sec), GFP_KERNEL_ACCOUNT);
@@ -361,40 +427,27 @@ void sframe_file_mapped(struct file *file, unsigned long addr,
 
 	/*
 	 * The file was read without mmap_lock: the mapping may have changed
-	 * meanwhile. Add the table only if it is still there. (A stacking
-	 * filesystem, overlayfs, maps the file it stacks on instead.)
+	 * meanwhile. Add the table only if the file's code is still there
+	 * (in a VMA that the new mapping may have merged with; a stacking
+	 * filesystem, overlayfs, maps the file it stacks on instead).
 	 */
-	mmap_read_lock(mm);
+	if (mmap_write_lock_killable(mm))
+		goto free;
 	vma = vma_lookup(mm, addr);
 	if (vma && vma->vm_file &&
 	    file_user_inode(vma->vm_file) == file_inode(file) &&
-	    vma->vm_pgoff == pgoff &&
-	    (vma->vm_flags & VM_EXEC) && vma->vm_start == addr &&
-	    sec->text_end <= vma->vm_end) {
-		sframe_remove_range(mm, addr, vma->vm_end);
+	    vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT) == pgoff &&
+	    (vma->vm_flags & VM_EXEC) && sec->text_end <= vma->vm_end) {
+		sframe_remove_range(mm, addr, sec->text_end);
 		if (!sframe_insert(mm, sec))
 			sec = NULL;
 	}
-	mmap_read_unlock(mm);
+	mmap_write_unlock(mm);
 free:
 	kfree(sec);
 }
 
-/* Whether [start, end) is mapped, in one or more VMAs. */
-static bool sframe_range_mapped(struct mm_struct *mm, unsigned long start,
-				unsigned long end)
-{
-	struct vm_area_struct *vma;
-
-	while (start < end) {
-		vma = vma_lookup(mm, start);
-		if (!vma)
-			return false;
-		start = vma->vm_end;
-	}
-	return true;
-}
-
+/* mmap_lock held for writing. */
 static unsigned int sframe_registered(struct mm_struct *mm)
 {
 	struct sframe_section *sec;
@@ -414,6 +467,9 @@ static int sframe_add(const struct prctl_sframe __user *uarg, size_t usize)
 	struct prctl_sframe arg;
 	int ret;
 
+	/* What the kernel does not know must be zero: a page of it at most. */
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
 	ret = copy_struct_from_user(&arg, sizeof(arg), uarg, usize);
 	if (ret)
 		return ret;
@@ -439,7 +495,7 @@ static int sframe_add(const struct prctl_sframe __user *uarg, size_t usize)
 	if (ret)
 		goto free;
 
-	if (mmap_read_lock_killable(mm)) {
+	if (mmap_write_lock_killable(mm)) {
 		ret = -EINTR;
 		goto free;
 	}
@@ -449,7 +505,7 @@ static int sframe_add(const struct prctl_sframe __user *uarg, size_t usize)
 		ret = -ENOSPC;
 	else
 		ret = sframe_insert(mm, sec);
-	mmap_read_unlock(mm);
+	mmap_write_unlock(mm);
 	if (!ret)
 		return 0;
 free:
@@ -461,18 +517,16 @@ static int sframe_remove_at(unsigned long text_start)
 {
 	struct mm_struct *mm = current->mm;
 	struct sframe_section *sec;
-	int idx, ret = -ENOENT;
+	int ret = -ENOENT;
 
-	if (mmap_read_lock_killable(mm))
+	if (mmap_write_lock_killable(mm))
 		return -EINTR;
-	idx = srcu_read_lock(&sframe_srcu);
 	sec = mtree_load(&mm->sframe_mt, text_start);
 	if (sec && sec->text_start == text_start) {
 		sframe_remove(mm, sec);
 		ret = 0;
 	}
-	srcu_read_unlock(&sframe_srcu, idx);
-	mmap_read_unlock(mm);
+	mmap_write_unlock(mm);
 	return ret;
 }
 
@@ -492,9 +546,13 @@ static int sframe_remove_at(unsigned long text_start)
  * code of another table.
  *
  * Return: 0; -EINVAL for a bad argument or header, or code that is not
- * mapped; -EFAULT when the header cannot be read; -EEXIST when another
- * table describes some of that code; -ENOSPC past SFRAME_MAX_REGISTERED
- * tables; -ENOENT when REMOVE finds no table whose code starts there.
+ * mapped; -EFAULT when the structure or the header cannot be read;
+ * -E2BIG for a structure longer than the kernel's whose extra bytes are
+ * not all zero, or longer than a page; -EEXIST when another table
+ * describes some of that code; -ENOSPC past SFRAME_MAX_REGISTERED tables;
+ * -ENOENT when REMOVE finds no table whose code starts there; -ENOMEM;
+ * -EINTR when a fatal signal came while waiting for mmap_lock;
+ * -EOPNOTSUPP in a compat task.
  */
 int sframe_prctl(unsigned long op, unsigned long arg3, unsigned long arg4,
 		 unsigned long arg5)
@@ -710,6 +768,9 @@ static int sframe_find_fre(const struct sframe_section *sec,
 		if (addr >= sec->fres_end)
 			return -EINVAL;
 		len = min_t(unsigned long, sizeof(buf), sec->fres_end - addr);
+		/* An FRE has a start and an info byte at least. */
+		if (len < addr_size + 1)
+			return -EINVAL;
 		ret = sframe_read(buf, addr, len, sec->fres_end);
 		if (ret)
 			return ret;
@@ -757,22 +818,26 @@ int sframe_find(unsigned long ip, struct unwind_user_frame *frame)
 	struct sframe_section *sec;
 	struct sframe_fde_v2 fde;
 	unsigned long func_start;
-	int idx, ret = -ENOENT;
+	int ret;
 
 	if (!mm)
 		return -ENOENT;
 
-	idx = srcu_read_lock(&sframe_srcu);
+	/* A reference, not a read-side section: the reads may fault and wait. */
+	rcu_read_lock();
 	sec = mtree_load(&mm->sframe_mt, ip);
+	if (sec && !refcount_inc_not_zero(&sec->ref))
+		sec = NULL;
+	rcu_read_unlock();
 	if (!sec)
-		goto out;
+		return -ENOENT;
+
 	ret = sframe_find_fde(sec, ip, &fde, &func_start);
 	if (!ret)
 		ret = sframe_find_fre(sec, &fde, func_start, ip, frame);
 	/* Code the table leaves out is walked by frame pointers only if it keeps them. */
 	if (ret == -ESRCH)
 		ret = sec->flags & SFRAME_F_FRAME_POINTER ? -ENOENT : -ESRCH;
-out:
-	srcu_read_unlock(&sframe_srcu, idx);
+	sframe_put(sec);
 	return ret;
 }

@@ -6,7 +6,8 @@
 # to the one record that did it: counts larger than their record, an attr
 # larger than its record, a byte-swapped record of an unknown type, a
 # feature string without its NUL, an event description count that wraps
-# or an attr of one byte in it, trace data cut short,
+# or an attr of one byte in it, trace data cut short or with a header
+# event of 2^62 bytes (perf skipped it a buffer at a time, for ages),
 # a data section past the end of the file (also one with deferred callchains).
 # Each goes through perf script and perf report -D; perf may refuse it, with
 # a message, but must not die of a signal. Built with ASAN (make check runs
@@ -122,6 +123,14 @@ with open(f"{out}/tracing-data-cut.data", "wb") as f:
     f.write(header + tp_attr + bytes(16) + sample +
             struct.pack("<QQ", feat_table_at + 16, len(tracing)) + tracing)
 
+# The same, its header page there, then a header event of 2^62 bytes.
+tracing = (b"\x17\x08\x44tracing0.6\x00" + b"\x00\x08" + struct.pack("<I", 4096) +
+           b"header_page\x00" + struct.pack("<Q", 1) + b"x" +
+           b"header_event\x00" + struct.pack("<Q", 1 << 62))
+with open(f"{out}/tracing-header-event-size.data", "wb") as f:
+    f.write(header + tp_attr + bytes(16) + sample +
+            struct.pack("<QQ", feat_table_at + 16, len(tracing)) + tracing)
+
 # A file whose header says its data goes on 1 MiB past the file's end.
 attrs_at = 104
 data_at = attrs_at + ATTR_SIZE + 16
@@ -198,6 +207,15 @@ check deferred-past-eof.data read
 check swapped-odd-size.data refused
 check unknown-feature.data read
 check tracing-data-cut.data refused
+# Within a minute: it hung.
+status=0
+timeout 60 perf script -i "$tmpdir/tracing-header-event-size.data" >/dev/null \
+	2>"$tmpdir/err" || status=$?
+if [ "$status" = 124 ]; then
+	echo "FAIL: perf script hangs on a header event of 2^62 bytes"
+	err=1
+fi
+check tracing-header-event-size.data refused
 status=0
 perf inject -i "$tmpdir/unknown-feature.data" -o "$tmpdir/injected.data" \
 	2>"$tmpdir/err" || status=$?

@@ -271,10 +271,11 @@ struct cookie_stats {
 	int deferred;		/* cookie != 0 */
 	int cookies;		/* distinct cookies */
 	int max_per_cookie;	/* most samples sharing one cookie */
+	int inline_walk;	/* kernel mode, cookie 0, the stay's walk inline */
 };
 
 enum {
-	ALL_DEFERRED	= 1,	/* every kernel-mode sample of the thread has a cookie */
+	ALL_DEFERRED	= 1,	/* every kernel-mode sample has a cookie, or its stay's walk */
 	RECORD_AFTER	= 2,	/* a record follows the first sample of its cookie */
 };
 
@@ -293,12 +294,45 @@ static size_t count_records(const struct ring *r, __u64 cookie, size_t *first)
 }
 
 /*
+ * Whether sample i of tid, taken in the kernel with cookie 0, carries the
+ * walk of its stay inline: the user part of its callchain is the stack of
+ * the next record of tid (or its start). So are the samples that came after the stay's
+ * walk but before its record reached their buffer (an interrupt of the
+ * deferred work itself, writing the records).
+ */
+static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid)
+{
+	const struct ring_record *s = &r->rec[i];
+	__u64 k, nr;
+	size_t j;
+
+	for (k = 0; k < s->nr && s->ips[k] != PERF_CONTEXT_USER; k++)
+		;
+	if (k == s->nr)
+		return false;
+	nr = s->nr - k - 1;
+	for (j = i + 1; j < r->nr_rec; j++) {
+		const struct ring_record *rec = &r->rec[j];
+
+		if (rec->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
+		    rec->tid != (__u32)tid)
+			continue;
+		/* The sample's own max stack may cut it shorter. */
+		return nr && nr <= rec->nr &&
+		       !memcmp(rec->ips, &s->ips[k + 1], nr * sizeof(__u64));
+	}
+	return false;
+}
+
+/*
  * The core promise: every cookie a sample of tid carries is well formed,
  * and the buffer holds exactly one record with it, for that tid, with
  * PERF_RECORD_MISC_USER. Samples with a cookie have no inline user part.
  * The one exception is the stay in which sampling stopped: the event was
  * disabled (or closed) before that stay's walk ran, and a disabled event
- * gets nothing (SPEC.md).
+ * gets nothing (SPEC.md). A sample taken in the kernel after its stay's
+ * walk, before the record reached its buffer, has cookie 0 and the walk
+ * inline (carries_stays_walk()).
  *
  * A sample taken in user mode has no kernel stay to share a walk with: it
  * is never deferred, whatever the flags. Its cookie is 0 and its callchain
@@ -351,7 +385,10 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 					 nr ? (unsigned long long)ips[0] : 0ULL);
 		} else if (taken_in_kernel_mode(s)) {
 			st.kernel++;
-			if (!s->cookie && (flags & ALL_DEFERRED) && !bad_zero++)
+			if (!s->cookie && (flags & ALL_DEFERRED) &&
+			    carries_stays_walk(r, i, tid))
+				st.inline_walk++;
+			else if (!s->cookie && (flags & ALL_DEFERRED) && !bad_zero++)
 				snprintf(zero_msg, sizeof(zero_msg),
 					 "sample %zu at ip %#llx", i,
 					 (unsigned long long)s->ip);

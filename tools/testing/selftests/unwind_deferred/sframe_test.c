@@ -659,6 +659,8 @@ TEST_F(sframe, bad_tables_are_refused)
 	bigger.more = 1;
 	EXPECT_EQ(-E2BIG, prctl(PR_SFRAME, PR_SFRAME_ADD, &bigger, sizeof(bigger), 0) ?
 		  -errno : 0) TH_LOG("a longer structure, with fields this kernel lacks set");
+	EXPECT_EQ(-E2BIG, prctl(PR_SFRAME, PR_SFRAME_ADD, table, self->jit.page + 1, 0) ?
+		  -errno : 0) TH_LOG("a structure longer than a page");
 	EXPECT_EQ(0, sframe_remove(code));
 	EXPECT_EQ(-ENOENT, sframe_remove(code));
 }
@@ -947,13 +949,23 @@ TEST_F(sframe, code_unmapped_while_a_walk_is_pending)
 	munmap(rep, sizeof(*rep));
 }
 
-/* A forked child has its parent's tables, registered ones included. */
+/*
+ * A forked child has its parent's tables, registered ones included, but
+ * not those of code it does not get (MADV_DONTFORK).
+ */
 TEST_F(sframe, fork_child_keeps_the_tables)
 {
+	unsigned char *kept;
 	int status;
 	pid_t child;
 
 	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	kept = mmap(NULL, self->jit.page, PROT_READ | PROT_EXEC,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, kept);
+	ASSERT_EQ(0, madvise(kept, self->jit.page, MADV_DONTFORK));
+	ASSERT_EQ(0, sframe_add((unsigned long)self->jit.table, self->jit.table_size,
+				(unsigned long)kept, 64));
 	child = fork();
 	ASSERT_LE(0, child);
 	if (!child) {
@@ -973,13 +985,133 @@ TEST_F(sframe, fork_child_keeps_the_tables)
 		if (walk_jit(&self->jit, self->fd, &w, &cj, &res) || res.nr < 5 ||
 		    res.entries[2] != w.cb_ret || res.entries[4] != cj.ret)
 			_exit(20);
+		if (sframe_remove((unsigned long)kept) != -ENOENT)
+			_exit(30);
 		_exit(0);
 	}
 	ASSERT_EQ(child, waitpid(child, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
-		TH_LOG("child: status %#x (10-14: the program's table, 20: the registered one)",
-		       status);
+		TH_LOG("child: status %#x (10-14: the program's table, 20: the registered one, %s)",
+		       status, "30: the table of code not forked");
 	EXPECT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+	EXPECT_EQ(0, sframe_remove((unsigned long)kept));
+	munmap(kept, self->jit.page);
 }
 
-TEST_HARNESS_MAIN
+/*
+ * Through libc, which has no SFrame table: qsort() calls back a function
+ * that asks for the walk. In a process that preloads libsframe-eh.so
+ * (tools/sframe), libc has a table made from its .eh_frame, and the walk
+ * goes through qsort()'s frames to the function that called it.
+ */
+#define THROUGH_LIBC_ARG	"--sframe-through-libc"
+
+struct through_libc {
+	int fd;
+	struct chain c;
+	unsigned long caller_ret;	/* of sort_caller() */
+	struct udt_result res;
+	long ret;
+};
+
+static struct through_libc through_libc_state, *tl = &through_libc_state;
+
+static NOIPA int cmp_walk(const void *a, const void *b)
+{
+	struct udt_request req = { };
+
+	if (!tl->ret) {
+		add_step(&req, 0, UDT_CTX_TASK);
+		tl->ret = sframe_syscall(__NR_ioctl, tl->fd, UDT_IOC_REQUEST,
+					 (long)&req, &tl->c.ret[0]);
+		if (!tl->ret)
+			tl->ret = get_result(tl->fd, 0, &tl->res) ? -errno : 1;
+	}
+	return *(const int *)a - *(const int *)b;
+}
+
+static NOIPA void sort_caller(void)
+{
+	int v[2] = { 2, 1 };
+
+	tl->caller_ret = (unsigned long)__builtin_return_address(0);
+	qsort(v, 2, sizeof(v[0]), cmp_walk);
+	asm volatile("" : : "r" (v) : "memory");
+}
+
+/* The child: 0 when the walk found sort_caller()'s caller, 1 when not. */
+static int through_libc(void)
+{
+	unsigned int i;
+
+	tl->fd = open(UDT_PATH, O_RDWR | O_CLOEXEC);
+	if (tl->fd < 0)
+		return 3;
+	sort_caller();
+	if (tl->ret != 1 || tl->res.tid != sys_gettid() ||
+	    tl->res.entries[0] != (unsigned long)sframe_syscall_ip)
+		return 2;
+	for (i = 1; i < tl->res.nr && i < UDT_MAX_ENTRIES; i++)
+		if (tl->res.entries[i] == tl->caller_ret)
+			return 0;
+	return 1;
+}
+
+static int run_through_libc(const char *preload)
+{
+	char exe[4096], env[4200];
+	int status;
+	ssize_t n;
+	pid_t pid;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	pid = fork();
+	if (!pid) {
+		char *argv[3], *envp[2];
+
+		argv[0] = exe;
+		argv[1] = THROUGH_LIBC_ARG;
+		argv[2] = NULL;
+		envp[0] = env;
+		envp[1] = NULL;
+		snprintf(env, sizeof(env), "LD_PRELOAD=%s", preload ? preload : "");
+		execve(exe, argv, envp);
+		_exit(4);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+TEST_F(sframe, libc_walked_by_tables_made_from_eh_frame)
+{
+	char lib[4096], *slash;
+	ssize_t n;
+	int ret;
+
+	n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
+	ASSERT_LT(0, n);
+	lib[n] = 0;
+	slash = strrchr(lib, '/');
+	ASSERT_NE(NULL, slash);
+	snprintf(slash + 1, sizeof(lib) - (slash + 1 - lib), "libsframe-eh.so");
+	ASSERT_EQ(0, access(lib, R_OK)) TH_LOG("%s: %s", lib, strerror(errno));
+
+	/* libc without a table: the walk does not get through qsort(). */
+	ret = run_through_libc(NULL);
+	EXPECT_EQ(1, ret) TH_LOG("without tables for libc: child status %d (0: through)", ret);
+	ret = run_through_libc(lib);
+	EXPECT_EQ(0, ret)
+		TH_LOG("with libsframe-eh.so: child status %d (1: not through libc, 2: no walk)",
+		       ret);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], THROUGH_LIBC_ARG))
+		return through_libc();
+	return test_harness_run(argc, argv);
+}

@@ -1,0 +1,909 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * libsframe-eh.so: SFrame tables for the libraries that have none, made
+ * from their .eh_frame and registered with prctl(PR_SFRAME).
+ *
+ * The kernel's deferred user stack walk reads SFrame tables; Debian's
+ * libraries have none, but every one of them has .eh_frame, the DWARF
+ * call frame information that C++ exceptions and debuggers unwind with.
+ * For the code of x86-64, the rules .eh_frame gives are mostly the ones an
+ * SFrame table holds: the CFA as the stack or frame pointer plus an
+ * offset, the return address at CFA - 8, and where %rbp was saved. This
+ * library, preloaded (LD_PRELOAD), interprets the .eh_frame of every
+ * loaded object without a PT_GNU_SFRAME segment, writes a table of
+ * version 2 for the functions whose rules all fit, and registers it for
+ * the object's code. A function whose rules do not fit (a CFA computed by
+ * an expression, as in PLT stubs; a return address elsewhere) gets no
+ * entry: the kernel's walk ends at its frames, as at any code its table
+ * leaves out. Objects that dlopen() loads get theirs when it returns.
+ *
+ * Nothing here runs unless preloaded; a kernel without PR_SFRAME refuses
+ * the tables and the process runs as before. SFRAME_EH_VERBOSE=1 in the
+ * environment reports each object's table on stderr.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <linux/prctl.h>
+
+#ifndef PT_GNU_SFRAME
+#define PT_GNU_SFRAME		0x6474e554
+#endif
+
+/* DWARF call frame instructions (DWARF 5, section 6.4.2) */
+#define DW_CFA_advance_loc		0x40
+#define DW_CFA_offset			0x80
+#define DW_CFA_restore			0xc0
+#define DW_CFA_nop			0x00
+#define DW_CFA_set_loc			0x01
+#define DW_CFA_advance_loc1		0x02
+#define DW_CFA_advance_loc2		0x03
+#define DW_CFA_advance_loc4		0x04
+#define DW_CFA_offset_extended		0x05
+#define DW_CFA_restore_extended		0x06
+#define DW_CFA_undefined		0x07
+#define DW_CFA_same_value		0x08
+#define DW_CFA_register			0x09
+#define DW_CFA_remember_state		0x0a
+#define DW_CFA_restore_state		0x0b
+#define DW_CFA_def_cfa			0x0c
+#define DW_CFA_def_cfa_register		0x0d
+#define DW_CFA_def_cfa_offset		0x0e
+#define DW_CFA_def_cfa_expression	0x0f
+#define DW_CFA_expression		0x10
+#define DW_CFA_offset_extended_sf	0x11
+#define DW_CFA_def_cfa_sf		0x12
+#define DW_CFA_def_cfa_offset_sf	0x13
+#define DW_CFA_val_offset		0x14
+#define DW_CFA_val_offset_sf		0x15
+#define DW_CFA_val_expression		0x16
+#define DW_CFA_GNU_args_size		0x2e
+#define DW_CFA_GNU_negative_offset_extended 0x2f
+
+/* Pointer encodings (.eh_frame, LSB) */
+#define DW_EH_PE_omit			0xff
+#define DW_EH_PE_absptr			0x00
+#define DW_EH_PE_uleb128		0x01
+#define DW_EH_PE_udata2			0x02
+#define DW_EH_PE_udata4			0x03
+#define DW_EH_PE_udata8			0x04
+#define DW_EH_PE_sleb128		0x09
+#define DW_EH_PE_sdata2			0x0a
+#define DW_EH_PE_sdata4			0x0b
+#define DW_EH_PE_sdata8			0x0c
+#define DW_EH_PE_pcrel			0x10
+#define DW_EH_PE_datarel		0x30
+#define DW_EH_PE_indirect		0x80
+
+/* x86-64 DWARF register numbers */
+#define REG_FP				6	/* %rbp */
+#define REG_SP				7	/* %rsp */
+#define REG_RA				16
+
+/* The SFrame format, version 2 (GNU binutils, "The SFrame format"). */
+#define SFRAME_MAGIC			0xdee2
+#define SFRAME_VERSION_2		2
+#define SFRAME_F_FDE_SORTED		0x1
+#define SFRAME_F_FDE_FUNC_START_PCREL	0x4
+#define SFRAME_ABI_AMD64_ENDIAN_LITTLE	3
+#define SFRAME_HDR_SIZE			28
+#define SFRAME_FDE_SIZE			20
+#define SFRAME_FRE_TYPE_ADDR1		0
+#define SFRAME_FRE_TYPE_ADDR2		1
+#define SFRAME_FRE_TYPE_ADDR4		2
+#define SFRAME_BASE_REG_FP		0
+#define SFRAME_BASE_REG_SP		1
+#define SFRAME_FRE_OFFSET_1B		0
+#define SFRAME_FRE_OFFSET_2B		1
+#define SFRAME_FRE_OFFSET_4B		2
+
+#define ARRAY_SIZE(a)			(sizeof(a) / sizeof((a)[0]))
+#define MAX_STATES			16	/* DW_CFA_remember_state nesting */
+#define MAX_ROWS			4096	/* rows of one function */
+
+/* The rule of one row: what an SFrame FRE says. */
+struct row {
+	uint64_t loc;		/* from the function's start */
+	int reg;		/* of the CFA: REG_SP or REG_FP, -1 if not representable */
+	int64_t cfa;		/* CFA = reg + cfa */
+	int64_t fp;		/* %rbp saved at CFA + fp; 0: not saved */
+	bool undefined;		/* the return address: none (outermost) */
+	bool ra_moved;		/* the return address is not at CFA - 8 */
+};
+
+struct cie {
+	uint64_t code_align;
+	int64_t data_align;
+	uint64_t ra_reg;
+	uint8_t fde_enc;
+	bool signal;
+	const uint8_t *insns, *insns_end;
+};
+
+/* One function's rows, and where the table goes. */
+struct func {
+	uint64_t start, size;
+	struct row rows[MAX_ROWS];
+	unsigned int nr;
+};
+
+/* The table under construction: FDEs in .eh_frame's order, then sorted. */
+struct table {
+	size_t eh_fdes;		/* FDEs read from .eh_frame */
+	uint8_t *fdes;		/* num FDEs of SFRAME_FDE_SIZE bytes */
+	uint64_t *starts;	/* of each FDE's function */
+	size_t num, fde_cap, start_cap;
+	uint8_t *fres;
+	size_t fre_len, fre_cap, num_fres;
+	size_t *order;
+};
+
+static bool read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	unsigned int shift = 0;
+	uint8_t b;
+
+	*v = 0;
+	do {
+		if (*p >= end || shift > 63)
+			return false;
+		b = *(*p)++;
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	return true;
+}
+
+static bool read_sleb(const uint8_t **p, const uint8_t *end, int64_t *v)
+{
+	unsigned int shift = 0;
+	uint64_t u = 0;
+	uint8_t b;
+
+	do {
+		if (*p >= end || shift > 63)
+			return false;
+		b = *(*p)++;
+		u |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	if (shift < 64 && (b & 0x40))
+		u |= -(1ULL << shift);
+	*v = (int64_t)u;
+	return true;
+}
+
+/* An encoded pointer at *p (whose address it is): its value. */
+static bool read_ptr(const uint8_t **p, const uint8_t *end, uint8_t enc,
+		     uint64_t *v)
+{
+	const uint8_t *at = *p;
+	uint64_t u;
+	int64_t s;
+
+	if (enc == DW_EH_PE_omit)
+		return false;
+	switch (enc & 0x0f) {
+	case DW_EH_PE_absptr:
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_sdata8:
+		if (end - *p < 8)
+			return false;
+		memcpy(&u, *p, 8);
+		*p += 8;
+		break;
+	case DW_EH_PE_udata4:
+		if (end - *p < 4)
+			return false;
+		u = (uint64_t)(*p)[0] | (uint64_t)(*p)[1] << 8 |
+		    (uint64_t)(*p)[2] << 16 | (uint64_t)(*p)[3] << 24;
+		*p += 4;
+		break;
+	case DW_EH_PE_sdata4: {
+		int32_t s32;
+
+		if (end - *p < 4)
+			return false;
+		memcpy(&s32, *p, 4);
+		u = (uint64_t)(int64_t)s32;
+		*p += 4;
+		break;
+	}
+	case DW_EH_PE_udata2:
+	case DW_EH_PE_sdata2: {
+		uint16_t u16;
+
+		if (end - *p < 2)
+			return false;
+		memcpy(&u16, *p, 2);
+		u = (enc & 0x0f) == DW_EH_PE_sdata2 ? (uint64_t)(int16_t)u16 : u16;
+		*p += 2;
+		break;
+	}
+	case DW_EH_PE_uleb128:
+		if (!read_uleb(p, end, &u))
+			return false;
+		break;
+	case DW_EH_PE_sleb128:
+		if (!read_sleb(p, end, &s))
+			return false;
+		u = (uint64_t)s;
+		break;
+	default:
+		return false;
+	}
+	switch (enc & 0x70) {
+	case 0:
+		break;
+	case DW_EH_PE_pcrel:
+		u += (uintptr_t)at;
+		break;
+	default:
+		return false;	/* not found in .eh_frame of x86-64 code */
+	}
+	if (enc & DW_EH_PE_indirect)
+		return false;
+	*v = u;
+	return true;
+}
+
+static bool parse_cie(const uint8_t *p, const uint8_t *end, struct cie *cie)
+{
+	const char *aug;
+	uint64_t len, u;
+	uint8_t version, enc;
+
+	memset(cie, 0, sizeof(*cie));
+	cie->fde_enc = DW_EH_PE_absptr;
+	if (p >= end)
+		return false;
+	version = *p++;
+	if (version != 1 && version != 3)
+		return false;
+	aug = (const char *)p;
+	p = memchr(p, 0, end - p);
+	if (!p)
+		return false;
+	p++;
+	if (strstr(aug, "eh"))
+		return false;
+	if (!read_uleb(&p, end, &cie->code_align) ||
+	    !read_sleb(&p, end, &cie->data_align))
+		return false;
+	if (version == 1) {
+		if (p >= end)
+			return false;
+		cie->ra_reg = *p++;
+	} else if (!read_uleb(&p, end, &cie->ra_reg)) {
+		return false;
+	}
+	if (aug[0] == 'z') {
+		const uint8_t *data_end;
+
+		if (!read_uleb(&p, end, &len) || len > (uint64_t)(end - p))
+			return false;
+		data_end = p + len;
+		for (aug++; *aug; aug++) {
+			switch (*aug) {
+			case 'R':
+				if (p >= data_end)
+					return false;
+				cie->fde_enc = *p++;
+				break;
+			case 'L':
+				if (p >= data_end)
+					return false;
+				p++;
+				break;
+			case 'P':
+				if (p >= data_end)
+					return false;
+				enc = *p++;
+				/* Indirect pointers only need skipping. */
+				if (!read_ptr(&p, data_end, enc & ~DW_EH_PE_indirect, &u))
+					return false;
+				break;
+			case 'S':
+				cie->signal = true;
+				break;
+			default:
+				return false;
+			}
+		}
+		p = data_end;
+	} else if (aug[0]) {
+		return false;
+	}
+	cie->insns = p;
+	cie->insns_end = end;
+	return true;
+}
+
+static void set_reg_rule(struct row *r, uint64_t reg, bool saved, int64_t off)
+{
+	if (reg == REG_FP)
+		r->fp = saved ? off : 0;
+	else if (reg == REG_RA)
+		r->ra_moved = !saved || off != -8;
+}
+
+/*
+ * Run the call frame instructions of [p, end) from row *r, adding a row to
+ * f at each advance. false: the rules cannot be said in SFrame.
+ */
+static bool run_cfa(const struct cie *cie, const uint8_t *p, const uint8_t *end,
+		    struct row *r, const struct row *initial, struct func *f)
+{
+	struct row stack[MAX_STATES];
+	unsigned int depth = 0;
+	uint64_t u, reg, delta;
+	int64_t s;
+	uint8_t op;
+
+	while (p < end) {
+		op = *p++;
+		delta = 0;
+		switch (op & 0xc0) {
+		case DW_CFA_advance_loc:
+			delta = (op & 0x3f) * cie->code_align;
+			goto advance;
+		case DW_CFA_offset:
+			if (!read_uleb(&p, end, &u))
+				return false;
+			set_reg_rule(r, op & 0x3f, true, (int64_t)u * cie->data_align);
+			continue;
+		case DW_CFA_restore:
+			reg = op & 0x3f;
+			goto restore;
+		}
+		switch (op) {
+		case DW_CFA_nop:
+		case DW_CFA_GNU_args_size:
+			if (op == DW_CFA_GNU_args_size && !read_uleb(&p, end, &u))
+				return false;
+			continue;
+		case DW_CFA_advance_loc1:
+			if (p >= end)
+				return false;
+			delta = *p++ * cie->code_align;
+			goto advance;
+		case DW_CFA_advance_loc2: {
+			uint16_t d;
+
+			if (end - p < 2)
+				return false;
+			memcpy(&d, p, 2);
+			p += 2;
+			delta = d * cie->code_align;
+			goto advance;
+		}
+		case DW_CFA_advance_loc4: {
+			uint32_t d;
+
+			if (end - p < 4)
+				return false;
+			memcpy(&d, p, 4);
+			p += 4;
+			delta = d * cie->code_align;
+			goto advance;
+		}
+		case DW_CFA_offset_extended:
+			if (!read_uleb(&p, end, &reg) || !read_uleb(&p, end, &u))
+				return false;
+			set_reg_rule(r, reg, true, (int64_t)u * cie->data_align);
+			continue;
+		case DW_CFA_offset_extended_sf:
+			if (!read_uleb(&p, end, &reg) || !read_sleb(&p, end, &s))
+				return false;
+			set_reg_rule(r, reg, true, s * cie->data_align);
+			continue;
+		case DW_CFA_restore_extended:
+			if (!read_uleb(&p, end, &reg))
+				return false;
+			goto restore;
+		case DW_CFA_undefined:
+			if (!read_uleb(&p, end, &reg))
+				return false;
+			if (reg == REG_RA)
+				r->undefined = true;
+			else
+				set_reg_rule(r, reg, false, 0);
+			continue;
+		case DW_CFA_same_value:
+			if (!read_uleb(&p, end, &reg))
+				return false;
+			set_reg_rule(r, reg, false, 0);
+			continue;
+		case DW_CFA_register:
+			if (!read_uleb(&p, end, &reg) || !read_uleb(&p, end, &u))
+				return false;
+			/* A register in another: only harmless for scratch ones. */
+			if (reg == REG_FP || reg == REG_RA)
+				return false;
+			continue;
+		case DW_CFA_remember_state:
+			if (depth == MAX_STATES)
+				return false;
+			stack[depth++] = *r;
+			continue;
+		case DW_CFA_restore_state:
+			if (!depth)
+				return false;
+			u = r->loc;
+			*r = stack[--depth];
+			r->loc = u;
+			continue;
+		case DW_CFA_def_cfa:
+			if (!read_uleb(&p, end, &reg) || !read_uleb(&p, end, &u))
+				return false;
+			r->reg = reg == REG_SP || reg == REG_FP ? (int)reg : -1;
+			r->cfa = (int64_t)u;
+			continue;
+		case DW_CFA_def_cfa_sf:
+			if (!read_uleb(&p, end, &reg) || !read_sleb(&p, end, &s))
+				return false;
+			r->reg = reg == REG_SP || reg == REG_FP ? (int)reg : -1;
+			r->cfa = s * cie->data_align;
+			continue;
+		case DW_CFA_def_cfa_register:
+			if (!read_uleb(&p, end, &reg))
+				return false;
+			r->reg = reg == REG_SP || reg == REG_FP ? (int)reg : -1;
+			continue;
+		case DW_CFA_def_cfa_offset:
+			if (!read_uleb(&p, end, &u))
+				return false;
+			r->cfa = (int64_t)u;
+			continue;
+		case DW_CFA_def_cfa_offset_sf:
+			if (!read_sleb(&p, end, &s))
+				return false;
+			r->cfa = s * cie->data_align;
+			continue;
+		case DW_CFA_expression:
+		case DW_CFA_val_expression:
+			if (!read_uleb(&p, end, &reg) || !read_uleb(&p, end, &u) ||
+			    u > (uint64_t)(end - p))
+				return false;
+			p += u;
+			if (reg == REG_FP || reg == REG_RA)
+				return false;
+			continue;
+		case DW_CFA_val_offset:
+		case DW_CFA_val_offset_sf:
+			if (!read_uleb(&p, end, &reg))
+				return false;
+			if (op == DW_CFA_val_offset ? !read_uleb(&p, end, &u) :
+			    !read_sleb(&p, end, &s))
+				return false;
+			if (reg == REG_FP || reg == REG_RA)
+				return false;
+			continue;
+		default:
+			/* def_cfa_expression, set_loc, and what else there is */
+			return false;
+		}
+advance:
+		if (f) {
+			if (f->nr == MAX_ROWS)
+				return false;
+			f->rows[f->nr++] = *r;
+		}
+		r->loc += delta;
+		continue;
+restore:
+		if (!initial)
+			return false;
+		if (reg == REG_FP)
+			r->fp = initial->fp;
+		else if (reg == REG_RA)
+			r->ra_moved = initial->ra_moved;
+	}
+	if (f) {
+		if (f->nr == MAX_ROWS)
+			return false;
+		f->rows[f->nr++] = *r;
+	}
+	return true;
+}
+
+static bool grow(void **p, size_t *cap, size_t need, size_t unit)
+{
+	size_t n = *cap ? *cap : 256;
+	void *q;
+
+	if (need <= *cap)
+		return true;
+	while (n < need)
+		n *= 2;
+	q = realloc(*p, n * unit);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = n;
+	return true;
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+/*
+ * The FREs of a function whose rows all fit: one per distinct row, the
+ * starts in the smallest width the function needs, each row's offsets in
+ * the smallest that holds them.
+ */
+static bool add_func(struct table *t, const struct func *f)
+{
+	unsigned int i, nr_off, first_fre = t->num_fres;
+	int addr_size = f->size <= 0xff ? 1 : f->size <= 0xffff ? 2 : 4;
+	uint8_t fre_type = addr_size == 1 ? SFRAME_FRE_TYPE_ADDR1 :
+			   addr_size == 2 ? SFRAME_FRE_TYPE_ADDR2 :
+			   SFRAME_FRE_TYPE_ADDR4;
+	size_t fre_off = t->fre_len;
+	uint8_t *fde;
+
+	for (i = 0; i < f->nr; i++) {
+		const struct row *r = &f->rows[i];
+		int64_t off[2] = { r->cfa, r->fp };
+		int osize, j;
+		uint8_t info, *p;
+
+		if (r->reg < 0 || r->ra_moved || r->cfa > INT32_MAX ||
+		    r->cfa < INT32_MIN || r->fp > INT32_MAX || r->fp < INT32_MIN)
+			return false;
+		/* Rows of an empty range: the last of them holds. */
+		if (r->loc >= f->size || (i + 1 < f->nr && f->rows[i + 1].loc == r->loc))
+			continue;
+		nr_off = r->undefined ? 0 : r->fp ? 2 : 1;
+		osize = 1;
+		for (j = 0; j < (int)nr_off; j++) {
+			if (off[j] < INT16_MIN || off[j] > INT16_MAX)
+				osize = 4;
+			else if ((off[j] < INT8_MIN || off[j] > INT8_MAX) && osize < 2)
+				osize = 2;
+		}
+		if (!grow((void **)&t->fres, &t->fre_cap, t->fre_len + addr_size + 1 + 8, 1))
+			return false;
+		p = t->fres + t->fre_len;
+		memcpy(p, &r->loc, addr_size);	/* little endian */
+		info = (r->reg == REG_SP ? SFRAME_BASE_REG_SP : SFRAME_BASE_REG_FP) |
+		       nr_off << 1 |
+		       (osize == 1 ? SFRAME_FRE_OFFSET_1B : osize == 2 ?
+			SFRAME_FRE_OFFSET_2B : SFRAME_FRE_OFFSET_4B) << 5;
+		p[addr_size] = info;
+		p += addr_size + 1;
+		for (j = 0; j < (int)nr_off; j++, p += osize) {
+			int32_t v = (int32_t)off[j];
+
+			memcpy(p, &v, osize);	/* little endian: the low bytes */
+		}
+		t->fre_len = p - t->fres;
+		t->num_fres++;
+	}
+	if (t->num_fres == first_fre || f->size > UINT32_MAX)
+		return false;
+
+	if (!grow((void **)&t->fdes, &t->fde_cap, t->num + 1, SFRAME_FDE_SIZE) ||
+	    !grow((void **)&t->starts, &t->start_cap, t->num + 1, sizeof(*t->starts)))
+		return false;
+	fde = t->fdes + t->num * SFRAME_FDE_SIZE;
+	memset(fde, 0, SFRAME_FDE_SIZE);
+	put_u32(fde + 4, f->size);
+	put_u32(fde + 8, fre_off);
+	put_u32(fde + 12, t->num_fres - first_fre);
+	fde[16] = fre_type;	/* PCINC */
+	t->starts[t->num++] = f->start;
+	return true;
+}
+
+/* The CIE an FDE points at, id bytes back from its field at body. */
+static bool find_cie(const uint8_t *start, const uint8_t *end,
+		     const uint8_t *body, uint32_t id, struct cie *cie)
+{
+	const uint8_t *rec;
+	uint32_t len, cie_id;
+
+	if (id > (uint64_t)(body - start))
+		return false;
+	rec = body - id;
+	if (end - rec < 8)
+		return false;
+	memcpy(&len, rec, 4);
+	memcpy(&cie_id, rec + 4, 4);
+	if (len == 0xffffffff || len < 4 || len > (uint64_t)(end - rec - 4) || cie_id)
+		return false;
+	return parse_cie(rec + 8, rec + 4 + len, cie);
+}
+
+/* Convert the FDEs of .eh_frame [start, end) whose functions lie in [lo, hi). */
+static void convert(struct table *t, const uint8_t *start, const uint8_t *end,
+		    uint64_t lo, uint64_t hi, struct func *f)
+{
+	const uint8_t *p = start;
+
+	while (end - p >= 4) {
+		const uint8_t *body, *rec_end, *q;
+		uint32_t len32, id;
+		uint64_t len, pc, range, alen;
+		struct row r, initial;
+		struct cie cie;
+
+		memcpy(&len32, p, 4);
+		p += 4;
+		if (!len32)
+			break;		/* the terminator */
+		if (len32 == 0xffffffff) {
+			if (end - p < 8)
+				break;
+			memcpy(&len, p, 8);
+			p += 8;
+		} else {
+			len = len32;
+		}
+		if (len > (uint64_t)(end - p) || len < 4)
+			break;
+		body = p;
+		rec_end = p + len;
+		p = rec_end;
+		memcpy(&id, body, 4);
+		if (!id)
+			continue;	/* a CIE: read with its FDEs */
+		t->eh_fdes++;
+		if (!find_cie(start, end, body, id, &cie))
+			continue;
+		if (cie.ra_reg != REG_RA || cie.signal || cie.code_align != 1)
+			continue;
+		q = body + 4;
+		if (!read_ptr(&q, rec_end, cie.fde_enc, &pc) ||
+		    !read_ptr(&q, rec_end, cie.fde_enc & 0x0f, &range))
+			continue;
+		if (pc < lo || pc >= hi || !range || range > hi - pc)
+			continue;
+		if (!read_uleb(&q, rec_end, &alen) || alen > (uint64_t)(rec_end - q))
+			continue;
+		q += alen;
+
+		memset(&r, 0, sizeof(r));
+		r.reg = -1;
+		f->nr = 0;
+		if (!run_cfa(&cie, cie.insns, cie.insns_end, &r, NULL, NULL))
+			continue;
+		initial = r;
+		r.loc = 0;
+		f->start = pc;
+		f->size = range;
+		if (!run_cfa(&cie, q, rec_end, &r, &initial, f))
+			continue;
+		add_func(t, f);
+	}
+}
+
+static const struct table *sort_table;
+
+static int by_start(const void *a, const void *b)
+{
+	uint64_t x = sort_table->starts[*(const size_t *)a];
+	uint64_t y = sort_table->starts[*(const size_t *)b];
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The table of one object: its header, FDEs sorted by function, FREs, in
+ * memory within 2 GiB of the code (32-bit PC-relative starts). NULL when
+ * nothing of it could be converted.
+ */
+static uint8_t *write_table(struct table *t, uint64_t text_start,
+			    uint64_t text_end, size_t *size)
+{
+	size_t page = sysconf(_SC_PAGESIZE), i, len, fdes_len;
+	uint8_t *sf, *fde;
+	uint64_t hint;
+	uint16_t magic = SFRAME_MAGIC;
+
+	if (!t->num)
+		return NULL;
+	t->order = calloc(t->num, sizeof(*t->order));
+	if (!t->order)
+		return NULL;
+	for (i = 0; i < t->num; i++)
+		t->order[i] = i;
+	sort_table = t;
+	qsort(t->order, t->num, sizeof(*t->order), by_start);
+
+	fdes_len = t->num * SFRAME_FDE_SIZE;
+	len = SFRAME_HDR_SIZE + fdes_len + t->fre_len;
+	*size = len;
+	len = (len + page - 1) & ~(page - 1);
+	/* Right after the object, where nothing is mapped, if we can. */
+	hint = (text_end + 64 * page) & ~(page - 1);
+	sf = mmap((void *)hint, len, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (sf == MAP_FAILED)
+		return NULL;
+	if ((uint64_t)sf + len - text_start > INT32_MAX &&
+	    text_end - (uint64_t)sf > INT32_MAX) {
+		munmap(sf, len);
+		return NULL;
+	}
+
+	memcpy(sf, &magic, 2);
+	sf[2] = SFRAME_VERSION_2;
+	sf[3] = SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL;
+	sf[4] = SFRAME_ABI_AMD64_ENDIAN_LITTLE;
+	sf[5] = 0;			/* %rbp: in each FRE */
+	sf[6] = (uint8_t)-8;		/* the return address at CFA - 8 */
+	sf[7] = 0;
+	put_u32(sf + 8, t->num);
+	put_u32(sf + 12, t->num_fres);
+	put_u32(sf + 16, t->fre_len);
+	put_u32(sf + 20, 0);
+	put_u32(sf + 24, fdes_len);
+	for (i = 0; i < t->num; i++) {
+		int64_t rel;
+		int32_t rel32;
+
+		fde = sf + SFRAME_HDR_SIZE + i * SFRAME_FDE_SIZE;
+		memcpy(fde, t->fdes + t->order[i] * SFRAME_FDE_SIZE, SFRAME_FDE_SIZE);
+		rel = (int64_t)(t->starts[t->order[i]] - (uint64_t)fde);
+		rel32 = (int32_t)rel;
+		memcpy(fde, &rel32, 4);
+	}
+	memcpy(sf + SFRAME_HDR_SIZE + fdes_len, t->fres, t->fre_len);
+	mprotect(sf, len, PROT_READ);
+	return sf;
+}
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool verbose;
+
+/*
+ * Objects already seen: their code's start, as long as no object was
+ * unloaded (the loader's count of removals) since.
+ */
+static uint64_t seen[512];
+static unsigned int nr_seen;
+static unsigned long long subs;
+
+static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
+{
+	__typeof__(info->dlpi_phdr) eh_frame_hdr = NULL;
+	uint64_t text_start = 0, text_end = 0;
+	struct prctl_sframe arg;
+	struct table t = { 0 };
+	const uint8_t *hdr, *eh, *end;
+	struct func *f = data;
+	uint8_t *sf;
+	size_t size = 0;
+	unsigned int i;
+	uint64_t v;
+	int err;
+
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		__typeof__(info->dlpi_phdr) ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_GNU_SFRAME)
+			return 0;	/* it has its own */
+		if (ph->p_type == PT_GNU_EH_FRAME)
+			eh_frame_hdr = ph;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && !text_start) {
+			text_start = info->dlpi_addr + ph->p_vaddr;
+			text_end = text_start + ph->p_memsz;
+		}
+	}
+	if (!eh_frame_hdr || !text_start)
+		return 0;
+	/* An object went since: what was seen may be somewhere else now. */
+	if (info_size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs) &&
+	    info->dlpi_subs != subs) {
+		subs = info->dlpi_subs;
+		nr_seen = 0;
+	}
+	for (i = 0; i < nr_seen; i++)
+		if (seen[i] == text_start)
+			return 0;
+	if (nr_seen < ARRAY_SIZE(seen))
+		seen[nr_seen++] = text_start;
+
+	/* .eh_frame_hdr: version 1, then where .eh_frame starts. */
+	hdr = (const uint8_t *)(info->dlpi_addr + eh_frame_hdr->p_vaddr);
+	if (eh_frame_hdr->p_memsz < 4 || hdr[0] != 1)
+		return 0;
+	eh = hdr + 4;
+	end = hdr + eh_frame_hdr->p_memsz;
+	if (!read_ptr(&eh, end, hdr[1], &v))
+		return 0;
+	eh = (const uint8_t *)v;
+	/*
+	 * .eh_frame ends with its zero terminator; bound it by the segment
+	 * that holds it.
+	 */
+	end = NULL;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		__typeof__(info->dlpi_phdr) ph = &info->dlpi_phdr[i];
+		uint64_t s = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (uint64_t)eh >= s &&
+		    (uint64_t)eh < s + ph->p_filesz)
+			end = (const uint8_t *)(s + ph->p_filesz);
+	}
+	if (!end)
+		return 0;
+
+	convert(&t, eh, end, text_start, text_end, f);
+	sf = write_table(&t, text_start, text_end, &size);
+	err = sf ? 0 : ENOMEM;
+	if (sf) {
+		arg = (struct prctl_sframe) {
+			.sframe_start = (uintptr_t)sf,
+			.sframe_size = size,
+			.text_start = text_start,
+			.text_size = text_end - text_start,
+		};
+		if (prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 0)) {
+			err = errno;
+			munmap(sf, (size + sysconf(_SC_PAGESIZE) - 1) &
+			       ~(sysconf(_SC_PAGESIZE) - 1));
+		}
+	}
+	if (verbose)
+		fprintf(stderr, "sframe-eh: %s: %zu of %zu functions, %zu rows, %zu bytes: %s\n",
+			*info->dlpi_name ? info->dlpi_name : "(program)", t.num,
+			t.eh_fdes, t.num_fres, sf ? size : 0,
+			err ? strerror(err) : "registered");
+	free(t.fdes);
+	free(t.fres);
+	free(t.starts);
+	free(t.order);
+	return 0;
+}
+
+static void register_objects(void)
+{
+	struct func *f = malloc(sizeof(*f));
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&lock);
+	dl_iterate_phdr(object_cb, f);
+	pthread_mutex_unlock(&lock);
+	free(f);
+}
+
+__attribute__((constructor)) static void sframe_eh_init(void)
+{
+	const char *v = getenv("SFRAME_EH_VERBOSE");
+
+	verbose = v && *v && strcmp(v, "0");
+	register_objects();
+}
+
+/* Objects dlopen() brings get their tables when it returns. */
+void *dlopen(const char *file, int mode)
+{
+	static void *(*real_dlopen)(const char *, int);
+	void *handle;
+
+	if (!real_dlopen)
+		real_dlopen = dlsym(RTLD_NEXT, "dlopen");
+	if (!real_dlopen)
+		return NULL;
+	handle = real_dlopen(file, mode);
+	if (handle)
+		register_objects();
+	return handle;
+}
