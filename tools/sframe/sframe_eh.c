@@ -42,6 +42,18 @@
 #define PT_GNU_SFRAME		0x6474e554
 #endif
 
+/* include/uapi/linux/prctl.h, for system headers older than the kernel. */
+#ifndef PR_SFRAME
+#define PR_SFRAME		0x53465241
+#define PR_SFRAME_ADD		1
+struct prctl_sframe {
+	__u64	sframe_start;
+	__u64	sframe_size;
+	__u64	text_start;
+	__u64	text_size;
+};
+#endif
+
 /* DWARF call frame instructions (DWARF 5, section 6.4.2) */
 #define DW_CFA_advance_loc		0x40
 #define DW_CFA_offset			0x80

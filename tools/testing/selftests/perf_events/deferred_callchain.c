@@ -317,8 +317,8 @@ static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid)
 		if (rec->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
 		    rec->tid != (__u32)tid)
 			continue;
-		/* The sample's own max stack may cut it shorter. */
-		return nr && nr <= rec->nr &&
+		/* The sample's own max stack may cut it shorter, to nothing. */
+		return nr <= rec->nr &&
 		       !memcmp(rec->ips, &s->ips[k + 1], nr * sizeof(__u64));
 	}
 	return false;
