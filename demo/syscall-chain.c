@@ -39,17 +39,23 @@ static double now(void)
 /*
  * Each read of /dev/zero clears a megabyte in the kernel. The system call
  * is made here rather than in libc's read(): that wrapper keeps no frame,
- * so a frame-pointer walk that starts inside it skips its caller.
+ * so a frame-pointer walk that starts inside it skips its caller, and has
+ * no SFrame table. Built with -DDEMO_LIBC_READ (syscall-chain-sframe-libc),
+ * it calls libc's read() all the same.
  */
 __attribute__((noinline)) static long stage_three(int fd)
 {
 	long ret;
 
+#ifdef DEMO_LIBC_READ
+	ret = read(fd, buffer, CHUNK);
+#else
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
 			 : "0"((long)SYS_read), "D"((long)fd), "S"(buffer),
 			   "d"((long)CHUNK)
 			 : "rcx", "r11", "memory");
+#endif
 	count_call();
 	return ret;
 }
