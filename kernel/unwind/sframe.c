@@ -31,6 +31,7 @@
  */
 #include <linux/compat.h>
 #include <linux/elf.h>
+#include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/maple_tree.h>
 #include <linux/mm.h>
@@ -40,6 +41,7 @@
 #include <linux/refcount.h>
 #include <linux/sched.h>
 #include <linux/sframe.h>
+#include <linux/shmem_fs.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -286,6 +288,8 @@ void __sframe_unmapped(struct mm_struct *mm, unsigned long start,
 /*
  * Read @len bytes at @pos of @file from its page cache: no access event,
  * no atime update, nothing read from a file that has no page cache.
+ * tmpfs and memfd files have no ->read_folio(): shmem finds their folios
+ * itself, in swap too.
  */
 static int sframe_file_read(struct file *file, void *buf, size_t len,
 			    loff_t pos)
@@ -297,7 +301,10 @@ static int sframe_file_read(struct file *file, void *buf, size_t len,
 	if (pos < 0 || pos + len > i_size_read(mapping->host))
 		return -ENOEXEC;
 	while (len) {
-		folio = read_mapping_folio(mapping, pos >> PAGE_SHIFT, file);
+		if (shmem_mapping(mapping))
+			folio = shmem_read_folio(mapping, pos >> PAGE_SHIFT);
+		else
+			folio = read_mapping_folio(mapping, pos >> PAGE_SHIFT, file);
 		if (IS_ERR(folio))
 			return PTR_ERR(folio);
 		offset = offset_in_folio(folio, pos);
@@ -410,26 +417,45 @@ void sframe_file_mapped(struct file *file, unsigned long addr,
 	struct mm_struct *mm = current->mm;
 	struct vm_area_struct *vma;
 	struct sframe_section *sec;
+	struct file *mapped = NULL;
+
+	/* Compat tasks are walked by frame pointers. */
+	if (in_compat_syscall())
+		return;
+
+	/*
+	 * Read the file the VMA maps: a stacking filesystem, overlayfs,
+	 * maps the file it stacks on, whose page cache holds the data.
+	 */
+	if (mmap_read_lock_killable(mm))
+		return;
+	vma = vma_lookup(mm, addr);
+	if (vma && vma->vm_file && file_user_inode(vma->vm_file) == file_inode(file))
+		mapped = get_file(vma->vm_file);
+	mmap_read_unlock(mm);
+	if (!mapped)
+		return;
 
 	/*
 	 * Page-cache files only: reads of others may block or have effects
-	 * (pipes, relay files). Compat tasks are walked by frame pointers.
+	 * (pipes, relay files).
 	 */
-	if (!S_ISREG(file_inode(file)->i_mode) || !(file->f_mode & FMODE_READ) ||
-	    !file->f_mapping->a_ops->read_folio || in_compat_syscall())
-		return;
+	if (!S_ISREG(file_inode(mapped)->i_mode) ||
+	    !(mapped->f_mode & FMODE_READ) ||
+	    (!mapped->f_mapping->a_ops->read_folio &&
+	     !shmem_mapping(mapped->f_mapping)))
+		goto put;
 
 	sec = kzalloc(sizeof(*sec), GFP_KERNEL_ACCOUNT);
 	if (!sec)
-		return;
-	if (sframe_read_elf(file, addr, len, pgoff, sec))
+		goto put;
+	if (sframe_read_elf(mapped, addr, len, pgoff, sec))
 		goto free;
 
 	/*
 	 * The file was read without mmap_lock: the mapping may have changed
-	 * meanwhile. Add the table only if the file's code is still there
-	 * (in a VMA that the new mapping may have merged with; a stacking
-	 * filesystem, overlayfs, maps the file it stacks on instead).
+	 * meanwhile. Add the table only if the file's code is still there,
+	 * in a VMA that the new mapping may have merged with.
 	 */
 	if (mmap_write_lock_killable(mm))
 		goto free;
@@ -445,6 +471,8 @@ void sframe_file_mapped(struct file *file, unsigned long addr,
 	mmap_write_unlock(mm);
 free:
 	kfree(sec);
+put:
+	fput(mapped);
 }
 
 /* mmap_lock held for writing. */

@@ -6,7 +6,7 @@
  * system call that asks for a walk is made with the frame pointer
  * register zeroed: a walk by frame pointers stops at the first frame, one
  * by the tables finds every frame of the chain. Tables of the program
- * (found at exec), of a library (found when dlopen() maps it), of code the
+ * (found at exec), of a library (found when dlopen() maps it, from a file system or a memfd), of code the
  * test generates (prctl(PR_SFRAME)), in versions 1 and 2; removed,
  * rejected, damaged and fuzzed tables; tables and code unmapped while a
  * walk is pending; fork.
@@ -504,47 +504,87 @@ TEST_F(sframe, frame_pointers_alone_stop_at_the_first_frame)
 	expect_walk(_metadata, &res, want, 4, false, "the program's table, registered");
 }
 
-TEST_F(sframe, library_table_found_when_mapped)
+/* The path of sframe_lib.so, next to this program, in @path. */
+static void lib_path(struct __test_metadata *_metadata, char *path, size_t size)
+{
+	char *slash;
+	ssize_t n;
+
+	n = readlink("/proc/self/exe", path, size - 32);
+	ASSERT_LT(0, n);
+	path[n] = 0;
+	slash = strrchr(path, '/');
+	ASSERT_NE(NULL, slash);
+	snprintf(slash + 1, size - (slash + 1 - path), "sframe_lib.so");
+}
+
+/*
+ * dlopen() @path, the library, and walk through it by its table, found
+ * when its code was mapped; dlclose() takes the table away.
+ */
+static void walk_library(struct __test_metadata *_metadata, int fd,
+			 const char *path)
 {
 	unsigned long lib_ret[2], want[5];
 	long (*lib_call)(sframe_cb cb, void *arg, unsigned long *ret);
 	struct udt_result res;
 	struct geometry lib;
-	struct cb_walk w = { .fd = self->fd };
-	char path[4096], *slash;
+	struct cb_walk w = { .fd = fd };
 	void *handle;
-	ssize_t n;
 
-	n = readlink("/proc/self/exe", path, sizeof(path) - 32);
-	ASSERT_LT(0, n);
-	path[n] = 0;
-	slash = strrchr(path, '/');
-	ASSERT_NE(NULL, slash);
-	snprintf(slash + 1, sizeof(path) - (slash + 1 - path), "sframe_lib.so");
 	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	ASSERT_NE(NULL, handle) TH_LOG("dlopen(%s): %s", path, dlerror());
 	lib_call = dlsym(handle, "sframe_lib_call");
 	ASSERT_NE(NULL, lib_call);
-	find_object("sframe_lib.so", &lib);
-	ASSERT_NE(0, lib.sframe_start) TH_LOG("sframe_lib.so has no PT_GNU_SFRAME");
+	find_object(path, &lib);
+	ASSERT_NE(0, lib.sframe_start) TH_LOG("%s has no PT_GNU_SFRAME", path);
 
 	/* test -> lib_call -> lib_inner -> cb_walk -> sframe_syscall */
 	ASSERT_EQ(0, lib_call(cb_walk, &w, lib_ret));
 	ASSERT_EQ(0, w.req.steps[0].ret);
-	ASSERT_EQ(0, get_result(self->fd, 0, &res));
+	ASSERT_EQ(0, get_result(fd, 0, &res));
 	want[0] = (unsigned long)sframe_syscall_ip;
 	want[1] = w.c.ret[0];
 	want[2] = w.cb_ret;
 	want[3] = lib_ret[0];
 	want[4] = lib_ret[1];
-	expect_walk(_metadata, &res, want, 5, false, "through the library's table");
+	expect_walk(_metadata, &res, want, 5, false, path);
 
 	/* Its table is there now, and goes when dlclose() unmaps its code. */
 	EXPECT_EQ(-EEXIST, sframe_add(lib.sframe_start, lib.sframe_size,
 				      lib.text_start, lib.text_size));
 	ASSERT_EQ(0, dlclose(handle));
 	EXPECT_EQ(-ENOENT, sframe_remove(lib.text_start))
-		TH_LOG("the library's table outlived its code");
+		TH_LOG("%s: the library's table outlived its code", path);
+}
+
+TEST_F(sframe, library_table_found_when_mapped)
+{
+	char path[4096];
+
+	lib_path(_metadata, path, sizeof(path));
+	walk_library(_metadata, self->fd, path);
+}
+
+/* tmpfs and memfd files have no ->read_folio(): shmem reads their headers. */
+TEST_F(sframe, library_table_found_in_a_memfd)
+{
+	char path[4096], buf[65536];
+	int lib, mfd;
+	ssize_t n;
+
+	lib_path(_metadata, path, sizeof(path));
+	lib = open(path, O_RDONLY);
+	ASSERT_LE(0, lib) TH_LOG("%s: %s", path, strerror(errno));
+	mfd = memfd_create("sframe_lib.so", MFD_CLOEXEC);
+	ASSERT_LE(0, mfd) TH_LOG("memfd_create: %s", strerror(errno));
+	while ((n = read(lib, buf, sizeof(buf))) > 0)
+		ASSERT_EQ(n, write(mfd, buf, n));
+	ASSERT_EQ(0, n);
+	close(lib);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+	walk_library(_metadata, self->fd, path);
+	close(mfd);
 }
 
 TEST_F(sframe, generated_code_with_a_registered_table)
