@@ -253,31 +253,18 @@ static long sys_bpf(int cmd, union bpf_attr *attr)
 }
 
 /*
- * The counters map; -1 with errno set on failure, so that the caller can
- * tell a kernel without bpf(2) from a broken one.
+ * A map of @type, one key of a u32; -1 with errno set on failure, so that
+ * the caller can tell a kernel without bpf(2) from a broken one.
  */
-static int create_counters(void)
+static int create_map(__u32 type, __u32 value_size, __u32 max_entries)
 {
 	union bpf_attr attr;
 
 	memset(&attr, 0, sizeof(attr));
-	attr.map_type = BPF_MAP_TYPE_ARRAY;
+	attr.map_type = type;
 	attr.key_size = sizeof(__u32);
-	attr.value_size = NR_COUNTERS * sizeof(__u64);
-	attr.max_entries = 1;
-	return sys_bpf(BPF_MAP_CREATE, &attr);
-}
-
-/* A stack trace map for bpf_get_stackid(). */
-static int create_stack_map(void)
-{
-	union bpf_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.map_type = BPF_MAP_TYPE_STACK_TRACE;
-	attr.key_size = sizeof(__u32);
-	attr.value_size = STACKID_DEPTH * sizeof(__u64);
-	attr.max_entries = STACKID_ENTRIES;
+	attr.value_size = value_size;
+	attr.max_entries = max_entries;
 	return sys_bpf(BPF_MAP_CREATE, &attr);
 }
 
@@ -374,7 +361,8 @@ static void open_bpf_ring(struct __test_metadata *_metadata, struct ring *r)
  */
 static int counters_or_skip(struct __test_metadata *_metadata)
 {
-	int map_fd = create_counters();
+	int map_fd = create_map(BPF_MAP_TYPE_ARRAY,
+				NR_COUNTERS * sizeof(__u64), 1);
 	int err = errno;
 
 	if (map_fd >= 0)
@@ -681,7 +669,8 @@ TEST(bpf_get_stackid_sees_user_stack)
 	map_fd = counters_or_skip(_metadata);
 	if (map_fd < 0)
 		return;
-	stack_map_fd = create_stack_map();
+	stack_map_fd = create_map(BPF_MAP_TYPE_STACK_TRACE,
+				  STACKID_DEPTH * sizeof(__u64), STACKID_ENTRIES);
 	ASSERT_LE(0, stack_map_fd) TH_LOG("BPF_MAP_CREATE(STACK_TRACE): %s",
 					  strerror(errno));
 	build_stackid_prog(&p, map_fd, stack_map_fd);

@@ -528,7 +528,7 @@ static int check_chain_records(struct __test_metadata *_metadata,
 		}
 	}
 	EXPECT_LE(1, found)
-		TH_LOG("want records with ips[0] = readv()'s user IP %#lx, saw none (%ld readv calls)",
+		TH_LOG("want records with ips[0] = readv()'s user IP %#lx, saw none (%ld readvs)",
 		       c->expect[0], c->reads);
 	/* What the records of tid started at instead. */
 	for (i = 0, k = 0; !found && i < r->nr_rec && k < 3; i++) {

@@ -275,6 +275,29 @@ static bool has_sframe(void)
 	return arg.sframe_start != 0;
 }
 
+/*
+ * Sample @rounds runs of the chain with the twins, reading them as it
+ * goes; the chain's return value of each run must be @want (0: any).
+ */
+static void sample_rounds(struct __test_metadata *_metadata, struct twins *tw,
+			  struct chain *c, struct chain_call *cc, int rounds,
+			  long want)
+{
+	int i;
+
+	open_twins(_metadata, tw);
+	enable_twins(tw, true);
+	for (i = 0; i < rounds; i++) {
+		long ret = chain_1(c, cc);
+
+		if (want)
+			ASSERT_EQ(want, ret);
+		drain_twins(tw);
+	}
+	enable_twins(tw, false);
+	drain_twins(tw);
+}
+
 TEST(system_call_samples_are_joined_with_the_chain)
 {
 	struct iovec iov[READ_IOVS];
@@ -300,14 +323,8 @@ TEST(system_call_samples_are_joined_with_the_chain)
 		.nr = __NR_readv, .a1 = fd, .a2 = (long)iov, .a3 = READ_IOVS,
 	};
 
-	open_twins(_metadata, &tw);
-	enable_twins(&tw, true);
-	for (i = 0; i < ROUNDS; i++) {
-		ASSERT_EQ((long)READ_BYTES * READ_IOVS, chain_1(&c, &cc));
-		drain_twins(&tw);
-	}
-	enable_twins(&tw, false);
-	drain_twins(&tw);
+	sample_rounds(_metadata, &tw, &c, &cc, ROUNDS,
+		      (long)READ_BYTES * READ_IOVS);
 
 	judge(&tw, &c, false, at_syscall, &v);
 	expect_verdict(_metadata, &v, "in readv()");
@@ -322,18 +339,10 @@ TEST(user_mode_samples_are_deferred_and_joined)
 	struct verdict v;
 	struct twins tw;
 	struct chain c;
-	int i;
 
 	if (!has_sframe())
 		SKIP(return, "no PT_GNU_SFRAME in this program (its assembler lacks --gsframe?)");
-	open_twins(_metadata, &tw);
-	enable_twins(&tw, true);
-	for (i = 0; i < ROUNDS; i++) {
-		chain_1(&c, &cc);
-		drain_twins(&tw);
-	}
-	enable_twins(&tw, false);
-	drain_twins(&tw);
+	sample_rounds(_metadata, &tw, &c, &cc, ROUNDS, 0);
 
 	judge(&tw, &c, true, in_spin, &v);
 	expect_verdict(_metadata, &v, "spinning in user mode");
@@ -349,7 +358,6 @@ TEST(without_tables_user_mode_samples_are_walked_in_place)
 	struct verdict v;
 	struct twins tw;
 	struct chain c;
-	int i;
 
 	if (!has_sframe())
 		SKIP(return, "no PT_GNU_SFRAME in this program (its assembler lacks --gsframe?)");
@@ -359,14 +367,7 @@ TEST(without_tables_user_mode_samples_are_walked_in_place)
 	ASSERT_EQ(0, prctl(PR_SFRAME, PR_SFRAME_REMOVE, arg.text_start, 0, 0))
 		TH_LOG("PR_SFRAME_REMOVE: %s", strerror(errno));
 
-	open_twins(_metadata, &tw);
-	enable_twins(&tw, true);
-	for (i = 0; i < ROUNDS / 3; i++) {
-		chain_1(&c, &cc);
-		drain_twins(&tw);
-	}
-	enable_twins(&tw, false);
-	drain_twins(&tw);
+	sample_rounds(_metadata, &tw, &c, &cc, ROUNDS / 3, 0);
 	ASSERT_EQ(0, prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 0))
 		TH_LOG("PR_SFRAME_ADD: %s", strerror(errno));
 

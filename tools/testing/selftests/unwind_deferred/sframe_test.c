@@ -6,8 +6,9 @@
  * system call that asks for a walk is made with the frame pointer
  * register zeroed: a walk by frame pointers stops at the first frame, one
  * by the tables finds every frame of the chain. Tables of the program
- * (found at exec), of a library (found when dlopen() maps it, from a file system or a memfd), of code the
- * test generates (prctl(PR_SFRAME)), in versions 1 and 2; removed,
+ * (found at exec), of a library (found when dlopen() maps it, from a file
+ * system or a memfd), of code the test generates (prctl(PR_SFRAME)), in
+ * versions 1 and 2; removed,
  * rejected, damaged and fuzzed tables; tables and code unmapped while a
  * walk is pending; fork.
  */
