@@ -8,7 +8,8 @@
 # feature string without its NUL, an event description count that wraps
 # or an attr of one byte in it, trace data cut short or with a header
 # event of 2^62 bytes (perf skipped it a buffer at a time, for ages),
-# a data section past the end of the file (also one with deferred callchains).
+# a data section past the end of the file (also one with deferred callchains)
+# or ending inside an event header (perf mapped it again, for ever).
 # Each goes through perf script and perf report -D; perf may refuse it, with
 # a message, but must not die of a signal. Built with ASAN (make check runs
 # it so), perf also reports any read past a buffer.
@@ -158,6 +159,17 @@ with open(f"{out}/deferred-past-eof.data", "wb") as f:
     deferred_attr[40:48] = struct.pack("<Q", 1 << 18)     # sample_id_all
     f.write(header + bytes(deferred_attr) + struct.pack("<QQ", 0, 0) +
             sample + rounds)
+
+# A data section that ends 7 bytes into an event header: perf mapped the
+# data again and again to find the rest (a hang).
+sample = record(9, struct.pack("<QIIQ", 0x400000, 1, 1, 1000))
+tail = bytes(7)
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
+                      len(sample) + len(tail), 0, 0)
+header += bytes(32)
+with open(f"{out}/data-cut-in-header.data", "wb") as f:
+    f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
@@ -216,6 +228,14 @@ if [ "$status" = 124 ]; then
 	err=1
 fi
 check tracing-header-event-size.data refused
+status=0
+timeout 60 perf report -D -i "$tmpdir/data-cut-in-header.data" >/dev/null \
+	2>"$tmpdir/err" || status=$?
+if [ "$status" = 124 ]; then
+	echo "FAIL: perf report -D hangs on a data section that ends inside an event header"
+	err=1
+fi
+check data-cut-in-header.data read
 status=0
 perf inject -i "$tmpdir/unknown-feature.data" -o "$tmpdir/injected.data" \
 	2>"$tmpdir/err" || status=$?
