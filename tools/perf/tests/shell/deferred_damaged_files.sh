@@ -74,6 +74,11 @@ with open(f"{out}/swapped-type.data", "wb") as f:
 with open(f"{out}/swapped-odd-size.data", "wb") as f:
     f.write(struct.pack(">QQ", MAGIC, 16) + struct.pack(">IHH", 9, 0, 0xffff) +
             bytes(0xffff - 8))
+# Big-endian: a context switch record of 0x3006 bytes, whose swap went by
+# words past its end (a sample_id of a file with sample_id_all).
+with open(f"{out}/swapped-odd-switch.data", "wb") as f:
+    f.write(struct.pack(">QQ", MAGIC, 16) + struct.pack(">IHH", 14, 0, 0x3006) +
+            bytes(0x3006 - 8))
 
 # A file with a feature this perf does not know (bit 41), for perf inject,
 # which writes the input's features out again.
@@ -217,6 +222,7 @@ check swapped-type.data refused
 check data-past-eof.data read
 check deferred-past-eof.data read
 check swapped-odd-size.data refused
+check swapped-odd-switch.data refused
 check unknown-feature.data read
 check tracing-data-cut.data refused
 # Within a minute: it hung.
