@@ -162,6 +162,21 @@ struct table {
 	size_t *order;
 };
 
+/* The delta of DW_CFA_advance_loc1, 2 or 4: 1, 2 or 4 bytes, little-endian. */
+static bool read_advance(const uint8_t **p, const uint8_t *end, uint8_t op,
+			 uint64_t *v)
+{
+	size_t size = op == DW_CFA_advance_loc1 ? 1 : op == DW_CFA_advance_loc2 ? 2 : 4;
+	size_t i;
+
+	if ((size_t)(end - *p) < size)
+		return false;
+	for (*v = 0, i = 0; i < size; i++)
+		*v |= (uint64_t)(*p)[i] << (8 * i);
+	*p += size;
+	return true;
+}
+
 static bool read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
 	unsigned int shift = 0;
@@ -387,30 +402,12 @@ static bool run_cfa(const struct cie *cie, const uint8_t *p, const uint8_t *end,
 				return false;
 			continue;
 		case DW_CFA_advance_loc1:
-			if (p >= end)
+		case DW_CFA_advance_loc2:
+		case DW_CFA_advance_loc4:
+			if (!read_advance(&p, end, op, &u))
 				return false;
-			delta = *p++ * cie->code_align;
+			delta = u * cie->code_align;
 			goto advance;
-		case DW_CFA_advance_loc2: {
-			uint16_t d;
-
-			if (end - p < 2)
-				return false;
-			memcpy(&d, p, 2);
-			p += 2;
-			delta = d * cie->code_align;
-			goto advance;
-		}
-		case DW_CFA_advance_loc4: {
-			uint32_t d;
-
-			if (end - p < 4)
-				return false;
-			memcpy(&d, p, 4);
-			p += 4;
-			delta = d * cie->code_align;
-			goto advance;
-		}
 		case DW_CFA_offset_extended:
 			if (!read_uleb(&p, end, &reg) || !read_uleb(&p, end, &u))
 				return false;
