@@ -712,18 +712,84 @@ static int by_start(const void *a, const void *b)
 }
 
 /*
- * The table of one object: its header, FDEs sorted by function, FREs, in
- * memory within 2 GiB of the code (32-bit PC-relative starts). NULL when
- * nothing of it could be converted.
+ * Whether a table at [sf, sf + len) can reach every function of the code
+ * at [text_start, text_end): each FDE holds its function's start as a
+ * signed 32-bit offset from the FDE itself.
  */
-static uint8_t *write_table(struct table *t, uint64_t text_start,
-			    uint64_t text_end, size_t *size)
+static bool reaches(uint64_t sf, size_t len, uint64_t text_start,
+		    uint64_t text_end)
+{
+	return (int64_t)(text_start - (sf + len)) >= INT32_MIN &&
+	       (int64_t)(text_end - sf) <= INT32_MAX;
+}
+
+static void *map_at(uint64_t addr, size_t len, int flags)
+{
+	return mmap((void *)addr, len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+}
+
+/*
+ * Memory for the table of the object mapped at [lo, hi), within reach of
+ * its code. Right after the code are its own data and, for the program,
+ * the heap, which a table there would stop growing; the kernel's choice of
+ * address, without a hint, is next to the libraries, gigabytes away from a
+ * PIE program. So: the first free place below the object, then above it,
+ * then the kernel's choice if that happens to be near enough (libraries).
+ */
+static void *map_near(uint64_t lo, uint64_t hi, size_t len,
+		      uint64_t text_start, uint64_t text_end)
+{
+	size_t gap = 16 * sysconf(_SC_PAGESIZE);
+	uint64_t addr;
+	void *sf;
+	int i;
+
+	for (i = 1, addr = lo; i <= 64 && addr > len + gap; i++) {
+		addr -= len + gap;
+		if (!reaches(addr, len, text_start, text_end))
+			break;
+		sf = map_at(addr, len, MAP_FIXED_NOREPLACE);
+		/* A kernel older than 4.17 takes the flag as a mere hint. */
+		if (sf == (void *)addr)
+			return sf;
+		if (sf != MAP_FAILED)
+			munmap(sf, len);
+	}
+	for (i = 1, addr = hi + gap; i <= 64; i++, addr += len + gap) {
+		if (!reaches(addr, len, text_start, text_end))
+			break;
+		sf = map_at(addr, len, MAP_FIXED_NOREPLACE);
+		if (sf == (void *)addr)
+			return sf;
+		if (sf != MAP_FAILED)
+			munmap(sf, len);
+	}
+	sf = map_at(0, len, 0);
+	if (sf == MAP_FAILED)
+		return NULL;
+	if (reaches((uint64_t)sf, len, text_start, text_end))
+		return sf;
+	munmap(sf, len);
+	errno = ERANGE;
+	return NULL;
+}
+
+/*
+ * The table of one object: its header, FDEs sorted by function, FREs, in
+ * memory within 2 GiB of the code (32-bit PC-relative starts), which
+ * spans [lo, hi) with the object's data. NULL when nothing of it could
+ * be converted or placed, with errno set.
+ */
+static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
+			    uint64_t text_start, uint64_t text_end,
+			    size_t *size)
 {
 	size_t page = sysconf(_SC_PAGESIZE), i, len, fdes_len;
-	uint8_t *sf, *fde;
-	uint64_t hint;
 	uint16_t magic = SFRAME_MAGIC;
+	uint8_t *sf, *fde;
 
+	errno = ENOENT;
 	if (!t->num)
 		return NULL;
 	t->order = calloc(t->num, sizeof(*t->order));
@@ -738,17 +804,10 @@ static uint8_t *write_table(struct table *t, uint64_t text_start,
 	len = SFRAME_HDR_SIZE + fdes_len + t->fre_len;
 	*size = len;
 	len = (len + page - 1) & ~(page - 1);
-	/* Right after the object, where nothing is mapped, if we can. */
-	hint = (text_end + 64 * page) & ~(page - 1);
-	sf = mmap((void *)hint, len, PROT_READ | PROT_WRITE,
-		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (sf == MAP_FAILED)
+	sf = map_near(lo & ~(page - 1), (hi + page - 1) & ~(page - 1), len,
+		      text_start, text_end);
+	if (!sf)
 		return NULL;
-	if ((uint64_t)sf + len - text_start > INT32_MAX &&
-	    text_end - (uint64_t)sf > INT32_MAX) {
-		munmap(sf, len);
-		return NULL;
-	}
 
 	memcpy(sf, &magic, 2);
 	sf[2] = SFRAME_VERSION_2;
@@ -791,7 +850,7 @@ static unsigned long long subs;
 static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
 {
 	__typeof__(info->dlpi_phdr) eh_frame_hdr = NULL;
-	uint64_t text_start = 0, text_end = 0;
+	uint64_t text_start = 0, text_end = 0, lo = UINT64_MAX, hi = 0;
 	struct prctl_sframe arg;
 	struct table t = { 0 };
 	const uint8_t *hdr, *eh, *end;
@@ -809,7 +868,13 @@ static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
 			return 0;	/* it has its own */
 		if (ph->p_type == PT_GNU_EH_FRAME)
 			eh_frame_hdr = ph;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && !text_start) {
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < lo)
+			lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		if ((ph->p_flags & PF_X) && !text_start) {
 			text_start = info->dlpi_addr + ph->p_vaddr;
 			text_end = text_start + ph->p_memsz;
 		}
@@ -854,8 +919,8 @@ static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
 		return 0;
 
 	convert(&t, eh, end, text_start, text_end, f);
-	sf = write_table(&t, text_start, text_end, &size);
-	err = sf ? 0 : ENOMEM;
+	sf = write_table(&t, lo, hi, text_start, text_end, &size);
+	err = sf ? 0 : errno;
 	if (sf) {
 		arg = (struct prctl_sframe) {
 			.sframe_start = (uintptr_t)sf,

@@ -1098,22 +1098,34 @@ static int through_libc(void)
 	return 1;
 }
 
-static int run_through_libc(const char *preload)
+/* @path: @name in the directory of this program. */
+static int sibling(char *path, size_t size, const char *name)
 {
-	char exe[4096], env[4200];
-	int status;
-	ssize_t n;
-	pid_t pid;
+	ssize_t n = readlink("/proc/self/exe", path, size - 1);
+	char *slash;
 
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
 		return -1;
-	exe[n] = 0;
+	path[n] = 0;
+	slash = strrchr(path, '/');
+	if (!slash || (size_t)(slash + 1 - path) + strlen(name) >= size)
+		return -1;
+	memcpy(slash + 1, name, strlen(name) + 1);
+	return access(path, R_OK | X_OK);
+}
+
+/* @exe's through_libc(), with @preload preloaded: its status, or -1. */
+static int run_through_libc(const char *exe, const char *preload)
+{
+	char env[4200];
+	int status;
+	pid_t pid;
+
 	pid = fork();
 	if (!pid) {
 		char *argv[3], *envp[2];
 
-		argv[0] = exe;
+		argv[0] = (char *)exe;
 		argv[1] = THROUGH_LIBC_ARG;
 		argv[2] = NULL;
 		envp[0] = env;
@@ -1129,25 +1141,43 @@ static int run_through_libc(const char *preload)
 
 TEST_F(sframe, libc_walked_by_tables_made_from_eh_frame)
 {
-	char lib[4096], *slash;
-	ssize_t n;
+	char exe[4096], lib[4096];
 	int ret;
 
-	n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
-	ASSERT_LT(0, n);
-	lib[n] = 0;
-	slash = strrchr(lib, '/');
-	ASSERT_NE(NULL, slash);
-	snprintf(slash + 1, sizeof(lib) - (slash + 1 - lib), "libsframe-eh.so");
-	ASSERT_EQ(0, access(lib, R_OK)) TH_LOG("%s: %s", lib, strerror(errno));
+	ASSERT_EQ(0, sibling(exe, sizeof(exe), "sframe_test"));
+	ASSERT_EQ(0, sibling(lib, sizeof(lib), "libsframe-eh.so"))
+		TH_LOG("%s: %s", lib, strerror(errno));
 
 	/* libc without a table: the walk does not get through qsort(). */
-	ret = run_through_libc(NULL);
+	ret = run_through_libc(exe, NULL);
 	EXPECT_EQ(1, ret) TH_LOG("without tables for libc: child status %d (0: through)", ret);
-	ret = run_through_libc(lib);
+	ret = run_through_libc(exe, lib);
 	EXPECT_EQ(0, ret)
 		TH_LOG("with libsframe-eh.so: child status %d (1: not through libc, 2: no walk)",
 		       ret);
+}
+
+/*
+ * sframe_eh_test is this program built without SFrame, as Debian builds
+ * its programs: libsframe-eh.so makes the program's own table too, which
+ * must lie within 2 GiB of its code (a PIE program is mapped far from the
+ * libraries, where mmap() places memory by default).
+ */
+TEST_F(sframe, program_walked_by_tables_made_from_eh_frame)
+{
+	char exe[4096], lib[4096];
+	int ret;
+
+	ASSERT_EQ(0, sibling(exe, sizeof(exe), "sframe_eh_test"))
+		TH_LOG("%s: %s", exe, strerror(errno));
+	ASSERT_EQ(0, sibling(lib, sizeof(lib), "libsframe-eh.so"))
+		TH_LOG("%s: %s", lib, strerror(errno));
+
+	ret = run_through_libc(exe, NULL);
+	EXPECT_EQ(1, ret) TH_LOG("without tables: child status %d (0: through)", ret);
+	ret = run_through_libc(exe, lib);
+	EXPECT_EQ(0, ret)
+		TH_LOG("with libsframe-eh.so: child status %d (1: not through, 2: no walk)", ret);
 }
 
 int main(int argc, char **argv)
