@@ -1057,6 +1057,12 @@ struct through_libc {
 
 static struct through_libc through_libc_state, *tl = &through_libc_state;
 
+/*
+ * Data that reaches megabytes past the code, as gzip's, python3's and
+ * perl's does: a table made for the program must not be placed after it.
+ */
+static char __attribute__((used)) big_data[4 << 20];
+
 static NOIPA int cmp_walk(const void *a, const void *b)
 {
 	struct udt_request req = { };
