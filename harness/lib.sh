@@ -81,14 +81,30 @@ result() {
 	echo "== $1 $2"
 }
 
+# Why the result just recorded failed: up to 5 lines of the test's own
+# output, kept with it for the tally (a CI log may keep only its end).
+result_why() {
+	local line n=0
+
+	while IFS= read -r line && [ "$n" -lt 5 ]; do
+		[ -n "${line// /}" ] || continue
+		echo "WHY ${line:0:200}" >>"$RESULTS"
+		n=$((n + 1))
+	done
+}
+
 # Run a kselftest binary (TAP output) and record each of its test cases;
 # a binary that dies before its plan is complete fails as a whole.
 run_kselftest() {
-	local bin=$1 name=${1##*/} log planned=0 seen=0 line
+	local bin=$1 name=${1##*/} log planned=0 seen=0 line said=""
 
 	log=$(mktemp)
 	timeout -k 5 "${KSELFTEST_TIMEOUT:-600}" "$bin" 2>&1 | tee "$log" || true
 	while read -r line; do
+		case $line in
+		"# RUN "* | "#  OK "* | "ok "*) said="" ;;
+		"# "*) said+="${line#\# }"$'\n' ;;
+		esac
 		case $line in
 		1..*) planned=${line#1..} ;;
 		"ok "*"# SKIP"*)
@@ -105,6 +121,8 @@ run_kselftest() {
 			seen=$((seen + 1))
 			line=${line#not ok * }
 			result FAIL "$name:${line%% # *}"
+			result_why <<<"$said"
+			said=""
 			;;
 		esac
 	done <"$log"
@@ -118,7 +136,7 @@ run_kselftest() {
 # A name that matches no test is a failure: a test that vanished (renamed,
 # not built) must not pass by being silent.
 run_perf_test() {
-	local log line desc verdict name seen="" dir=${PERF_DIR:-$BUILD/perf}
+	local log line desc verdict name seen="" said="" dir=${PERF_DIR:-$BUILD/perf}
 
 	log=$(mktemp)
 	# perf test finds its shell tests under ./tools/perf/tests/shell, and
@@ -129,15 +147,23 @@ run_perf_test() {
 	while IFS= read -r line; do
 		# A suite of several cases has a line of its own, without verdict.
 		[[ $line =~ ^\ *[0-9]+:\ (.*[^ ])\ *:\ *$ ]] && seen+="${BASH_REMATCH[1]}"$'\n'
-		[[ $line =~ ^\ *[0-9.]+:\ (.*[^ ])\ *:\ (Ok|FAILED!|Skip.*)$ ]] || continue
+		if ! [[ $line =~ ^\ *[0-9.]+:\ (.*[^ ])\ *:\ (Ok|FAILED!|Skip.*)$ ]]; then
+			# the shell tests' "FAIL: why" lines, the C tests' complaints
+			[[ $line =~ FAIL:|[Ff]ailed|[Ee]rror ]] && said+="$line"$'\n'
+			continue
+		fi
 		desc=${BASH_REMATCH[1]}
 		verdict=${BASH_REMATCH[2]}
 		seen+="$desc"$'\n'
 		case $verdict in
 		Ok) result PASS "perf test:$desc" ;;
-		FAILED!) result FAIL "perf test:$desc" ;;
+		FAILED!)
+			result FAIL "perf test:$desc"
+			result_why <<<"$said"
+			;;
 		*) result SKIP "perf test:$desc: $verdict" ;;
 		esac
+		said=""
 	done <"$log"
 	rm -f "$log"
 	for name in "$@"; do
