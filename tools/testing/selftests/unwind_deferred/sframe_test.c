@@ -1060,8 +1060,9 @@ static struct through_libc through_libc_state, *tl = &through_libc_state;
 /*
  * Data that reaches megabytes past the code, as gzip's, python3's and
  * perl's does: a table made for the program must not be placed after it.
+ * Not static: the compiler keeps it although nothing reads it.
  */
-static char __attribute__((used)) big_data[4 << 20];
+char sframe_big_data[4 << 20];
 
 static NOIPA int cmp_walk(const void *a, const void *b)
 {
