@@ -734,11 +734,12 @@ static void *map_at(uint64_t addr, size_t len, int flags)
  * its code. Right after the code are its own data and, for the program,
  * the heap, which a table there would stop growing; the kernel's choice of
  * address, without a hint, is next to the libraries, gigabytes away from a
- * PIE program. So: the first free place below the object, then above it,
- * then the kernel's choice if that happens to be near enough (libraries).
+ * PIE program. So: the first free place below the object, then above it
+ * (not for the program), then the kernel's choice if that happens to be
+ * near enough (libraries).
  */
 static void *map_near(uint64_t lo, uint64_t hi, size_t len,
-		      uint64_t text_start, uint64_t text_end)
+		      uint64_t text_start, uint64_t text_end, bool program)
 {
 	size_t gap = 16 * sysconf(_SC_PAGESIZE);
 	uint64_t addr;
@@ -756,7 +757,8 @@ static void *map_near(uint64_t lo, uint64_t hi, size_t len,
 		if (sf != MAP_FAILED)
 			munmap(sf, len);
 	}
-	for (i = 1, addr = hi + gap; i <= 64; i++, addr += len + gap) {
+	/* Above the program is its heap: brk() would fail there. */
+	for (i = 1, addr = hi + gap; i <= 64 && !program; i++, addr += len + gap) {
 		if (!reaches(addr, len, text_start, text_end))
 			break;
 		sf = map_at(addr, len, MAP_FIXED_NOREPLACE);
@@ -783,18 +785,20 @@ static void *map_near(uint64_t lo, uint64_t hi, size_t len,
  */
 static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 			    uint64_t text_start, uint64_t text_end,
-			    size_t *size)
+			    bool program, size_t *size)
 {
 	size_t page = sysconf(_SC_PAGESIZE), i, len, fdes_len;
 	uint16_t magic = SFRAME_MAGIC;
 	uint8_t *sf, *fde;
 
-	errno = ENOENT;
+	errno = ENODATA;
 	if (!t->num)
 		return NULL;
 	t->order = calloc(t->num, sizeof(*t->order));
-	if (!t->order)
+	if (!t->order) {
+		errno = ENOMEM;
 		return NULL;
+	}
 	for (i = 0; i < t->num; i++)
 		t->order[i] = i;
 	sort_table = t;
@@ -805,7 +809,7 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 	*size = len;
 	len = (len + page - 1) & ~(page - 1);
 	sf = map_near(lo & ~(page - 1), (hi + page - 1) & ~(page - 1), len,
-		      text_start, text_end);
+		      text_start, text_end, program);
 	if (!sf)
 		return NULL;
 
@@ -919,7 +923,7 @@ static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
 		return 0;
 
 	convert(&t, eh, end, text_start, text_end, f);
-	sf = write_table(&t, lo, hi, text_start, text_end, &size);
+	sf = write_table(&t, lo, hi, text_start, text_end, !*info->dlpi_name, &size);
 	err = sf ? 0 : errno;
 	if (sf) {
 		arg = (struct prctl_sframe) {
