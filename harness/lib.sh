@@ -81,15 +81,14 @@ result() {
 	echo "== $1 $2"
 }
 
-# Why the result just recorded failed: up to 5 lines of the test's own
-# output, kept with it for the tally (a CI log may keep only its end).
+# Why the result just recorded failed: the last 5 lines of the test's own
+# output (its assertions come last), kept with it for the tally (a CI log
+# may keep only its end).
 result_why() {
-	local line n=0
+	local line
 
-	while IFS= read -r line && [ "$n" -lt 5 ]; do
-		[ -n "${line// /}" ] || continue
+	{ grep -v "^ *$" || true; } | tail -n 5 | while IFS= read -r line; do
 		echo "WHY ${line:0:200}" >>"$RESULTS"
-		n=$((n + 1))
 	done
 }
 
