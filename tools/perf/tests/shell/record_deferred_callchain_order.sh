@@ -119,7 +119,7 @@ test_time_order() {
 # perf sched and perf kwork read tracepoint samples in time order: from a
 # file's index, and from the join's queue where the data is compressed.
 test_sched() {
-	local data="${tmpdir}/sched.data" cmd times compress=$1
+	local data="${tmpdir}/sched.data" cmd times inversions late compress=$1
 
 	echo "perf sched and perf kwork over deferred tracepoint samples${compress:+, $compress}"
 	# shellcheck disable=SC2086 # no argument if not compressed
@@ -146,9 +146,16 @@ test_sched() {
 		if [ "$(grep -c '<-' "${tmpdir}/sched.out")" -eq 0 ]; then
 			fail "perf sched timehist shows no callchain"
 		fi
+		# As in test_time_order: each event perf itself sorted late
+		# (TCG) may start one inversion; any more came from the join.
 		times=$(awk '$1 ~ /^[0-9]+\.[0-9]+$/ { print $1 }' "${tmpdir}/sched.out")
-		if [ -z "${times}" ] || [ "${times}" != "$(sort -n <<<"${times}")" ]; then
-			fail "perf sched timehist: switches out of time order"
+		inversions=$(awk 'NR > 1 && $1 + 0 < last + 0 { n++ } { last = $1 }
+			END { print n + 0 }' <<<"${times}")
+		late=$(awk '/out of order events recorded/ { print $1 }' \
+			"${tmpdir}/sched.out.err" | head -n 1)
+		if [ -z "${times}" ] || [ "${inversions}" -gt "${late:-0}" ]; then
+			fail "perf sched timehist: ${inversions} switches out of time order," \
+				"perf sorted ${late:-0} late"
 		fi
 	done
 }
