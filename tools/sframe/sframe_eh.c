@@ -738,16 +738,19 @@ static void *map_at(uint64_t addr, size_t len, int flags)
  * (not for the program), then the kernel's choice if that happens to be
  * near enough (libraries).
  */
-static void *map_near(uint64_t lo, uint64_t hi, size_t len,
-		      uint64_t text_start, uint64_t text_end, bool program)
+/*
+ * The first free place of @len bytes in reach of the code, probing 64
+ * places from @addr on, @step bytes apart (negative: downwards).
+ */
+static void *map_first_free(uint64_t addr, int64_t step, size_t len,
+			    uint64_t text_start, uint64_t text_end)
 {
-	size_t gap = 16 * sysconf(_SC_PAGESIZE);
-	uint64_t addr;
 	void *sf;
 	int i;
 
-	for (i = 1, addr = lo; i <= 64 && addr > len + gap; i++) {
-		addr -= len + gap;
+	for (i = 0; i < 64; i++, addr += step) {
+		if (step < 0 && addr < (uint64_t)-step)
+			break;
 		if (!reaches(addr, len, text_start, text_end))
 			break;
 		sf = map_at(addr, len, MAP_FIXED_NOREPLACE);
@@ -757,16 +760,22 @@ static void *map_near(uint64_t lo, uint64_t hi, size_t len,
 		if (sf != MAP_FAILED)
 			munmap(sf, len);
 	}
+	return NULL;
+}
+
+static void *map_near(uint64_t lo, uint64_t hi, size_t len,
+		      uint64_t text_start, uint64_t text_end, bool program)
+{
+	int64_t step = len + 16 * sysconf(_SC_PAGESIZE);
+	void *sf = NULL;
+
+	if (lo > (uint64_t)step)
+		sf = map_first_free(lo - step, -step, len, text_start, text_end);
 	/* Above the program is its heap: brk() would fail there. */
-	for (i = 1, addr = hi + gap; i <= 64 && !program; i++, addr += len + gap) {
-		if (!reaches(addr, len, text_start, text_end))
-			break;
-		sf = map_at(addr, len, MAP_FIXED_NOREPLACE);
-		if (sf == (void *)addr)
-			return sf;
-		if (sf != MAP_FAILED)
-			munmap(sf, len);
-	}
+	if (!sf && !program)
+		sf = map_first_free(hi + step - len, step, len, text_start, text_end);
+	if (sf)
+		return sf;
 	sf = map_at(0, len, 0);
 	if (sf == MAP_FAILED)
 		return NULL;
