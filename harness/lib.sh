@@ -169,3 +169,63 @@ run_perf_test() {
 		grep -qiF -- "$name" <<<"$seen" || result FAIL "perf test:$name: no such test"
 	done
 }
+
+# The tracepoints the guest's tests and fuzzers open perf events on.
+HELD_TRACEPOINTS=(
+	sched:sched_switch sched:sched_wakeup sched:sched_wakeup_new
+	sched:sched_migrate_task sched:sched_process_exec
+	sched:sched_process_exit sched:sched_process_fork
+	irq:softirq_entry irq:softirq_exit irq:softirq_raise
+	preemptirq:irq_enable preemptirq:irq_disable
+	raw_syscalls:sys_enter raw_syscalls:sys_exit
+	syscalls:sys_enter_getppid syscalls:sys_exit_getppid
+	signal:signal_generate signal:signal_deliver task:task_newtask
+	timer:hrtimer_expire_entry unwind:unwind_deferred_walk
+)
+# The kernel functions the attr fuzzer puts kprobes on (deferred_fuzz_attr.c).
+HELD_KPROBES=(ksys_read __x64_sys_getppid __x64_sys_sched_yield)
+
+# Under QEMU's TCG a vCPU may go on running its translation of kernel text
+# that another vCPU has just rewritten. text_poke_bp() rewrites a
+# tracepoint's static call sites each time the tracepoint's first probe
+# comes or its last goes, and a CPU then runs the int3 of the rewrite after
+# it ended: "Oops: int3", or "Fatal exception in interrupt" in softirq
+# code. The base kernel does it too (sched and irq tracepoints enabled and
+# disabled under load: within two minutes). Its cause is the emulator, not
+# the kernel, so the guest keeps every tracepoint the tests use registered
+# for the whole run: one counting perf event each, on a sleeping task. The
+# tests' own events then join a registered probe and no text is rewritten.
+# The kernel's perf events on tracepoints share one probe per tracepoint
+# (raw_syscalls and syscalls: two on sys_enter and sys_exit, both held).
+# Kprobes removed while hit end the same way.
+# Returns once they are (perf stat execs its workload after it opened the
+# events). They stay held until the VM powers off: letting them go would
+# rewrite the text once more. A nested script finds them held already.
+hold_tracepoints() {
+	local events="" tp holder dir=${PERF_DIR:-$BUILD/perf}
+
+	[ "${TRACEPOINTS_HELD:-}" = 1 ] && return 0
+	for tp in "${HELD_TRACEPOINTS[@]}"; do
+		[ -d "/sys/kernel/tracing/events/${tp/://}" ] && events+=${events:+,}$tp
+	done
+	# Kprobes likewise: one armed kprobe (and kretprobe) per function the
+	# attr fuzzer probes; its kprobes then join them, no int3 comes and goes.
+	for tp in "${HELD_KPROBES[@]}"; do
+		{ echo "p:held/$tp $tp" && echo "r:held/${tp}_ret $tp"; } \
+			>>/sys/kernel/tracing/kprobe_events 2>/dev/null || continue
+		events+=${events:+,}held:$tp,held:${tp}_ret
+	done
+	# Not a job of the caller: its "wait" must not wait for it.
+	holder=$("$dir/perf" stat -e "$events" -- sleep 1000000 </dev/null >/dev/null 2>&1 &
+		echo $!)
+	for _ in $(seq 300); do
+		kill -0 "$holder" 2>/dev/null || break
+		if pgrep -x -P "$holder" sleep >/dev/null; then
+			export TRACEPOINTS_HELD=1
+			return 0
+		fi
+		sleep 0.1
+	done
+	note "the tracepoints could not be held (perf stat -e $events)"
+	return 1
+}
