@@ -205,6 +205,12 @@ hold_tracepoints() {
 	local events="" tp holder dir=${PERF_DIR:-$BUILD/perf}
 
 	[ "${TRACEPOINTS_HELD:-}" = 1 ] && return 0
+	# An optimized kprobe is a jump that text_poke_bp() writes, and
+	# rewrites whenever another kprobe joins or leaves it: keep them int3s,
+	# which stay in place while probes come and go.
+	[ -w /proc/sys/debug/kprobes-optimization ] &&
+		echo 0 >/proc/sys/debug/kprobes-optimization
+	count_text_rewrites start
 	for tp in "${HELD_TRACEPOINTS[@]}"; do
 		[ -d "/sys/kernel/tracing/events/${tp/://}" ] && events+=${events:+,}$tp
 	done
@@ -228,4 +234,53 @@ hold_tracepoints() {
 	done
 	note "the tracepoints could not be held (perf stat -e $events)"
 	return 1
+}
+
+# The text_poke_bp() calls since "count_text_rewrites start" (a kprobe that
+# writes into a trace instance of its own, each call's stack after it), so
+# that a run can check that no text was rewritten once the tracepoints were
+# held. "count_text_rewrites caller N" prints the stack of the call after
+# the first N.
+REWRITES=/sys/kernel/tracing/instances/text_rewrites
+count_text_rewrites() {
+	case ${1:-count} in
+	start)
+		[ -d "$REWRITES" ] && return 0
+		echo "p:rewrites/text_poke_bp text_poke_bp" \
+			>>/sys/kernel/tracing/kprobe_events || return 0
+		mkdir "$REWRITES"
+		echo 1 >"$REWRITES/options/stacktrace"
+		echo 1 >"$REWRITES/events/rewrites/text_poke_bp/enable"
+		;;
+	count)
+		if [ -r "$REWRITES/trace" ]; then
+			grep -c " text_poke_bp: " "$REWRITES/trace" || true
+		else
+			echo 0
+		fi
+		;;
+	caller)
+		[ -r "$REWRITES/trace" ] &&
+			awk -v skip="${2:-0}" '
+				/ text_poke_bp: / { n++; next }
+				n > skip && /=> / { print; if (++k == 6) exit }' \
+				"$REWRITES/trace"
+		;;
+	esac
+}
+
+# One result, "$1: ...": no text_poke_bp() call since there were $2 (the
+# caller's count_text_rewrites after hold_tracepoints); if there was one,
+# its stack is the reason.
+result_text_rewrites() {
+	local n
+
+	n=$(($(count_text_rewrites) - $2))
+	if [ "$n" = 0 ]; then
+		result PASS "$1: no kernel text rewritten with the tracepoints held (text_poke_bp())"
+	else
+		result FAIL "$1: no kernel text rewritten with the tracepoints held (text_poke_bp())"
+		{ echo "$n text_poke_bp() calls, the first from:"
+		  count_text_rewrites caller "$2"; } | result_why
+	fi
 }

@@ -78,9 +78,11 @@
 #define EXEC_DEPTH		2	/* re-execs of an exec'd child */
 #define STORM_SIGNALS		500	/* signals in one iteration: a livelock */
 #define STORM_END		20000	/* ... that break_storm() did not end */
-/* The shortest periods of sigtrap events (see build_attr()). */
+/* The shortest periods of sigtrap events (see least_period()). */
 #define SIGTRAP_MIN_CLOCK_NS	5000000
 #define SIGTRAP_MIN_COUNT	1000
+/* The shortest period of events on the irq_enable/irq_disable tracepoints. */
+#define IRQ_TP_MIN_PERIOD	1000
 #define NESTING_MAX		8	/* SIGTRAP handlers running at once */
 #define NESTING_END		100
 #define EXIT_STORM		3	/* a worker's status after STORM_END */
@@ -127,6 +129,7 @@ static struct {
 	int cpus_conf;		/* configured: bound of a cookie's CPU */
 	int tp[MAX_TP];		/* tracepoint ids */
 	int nr_tp;
+	int irq_tp[2];		/* of them, preemptirq's: -1, none */
 	__u32 pmu[MAX_PMU];	/* every PMU's type */
 	int nr_pmu;
 	int kprobe_type, uprobe_type;	/* -1: none */
@@ -190,6 +193,7 @@ struct event {
 	bool deferred;		/* opened with PERF_SAMPLE_CALLCHAIN_DEFERRED */
 	bool backward;		/* attr.write_backward */
 	bool overwrite;		/* some mapping of it was read-only */
+	__u64 min_period;	/* PERF_EVENT_IOC_PERIOD goes no lower */
 	struct perf_event_mmap_page *meta;
 	size_t map_len;
 	bool writable;
@@ -786,6 +790,61 @@ static void mutate(struct rng *r, struct fattr *fa)
 	}
 }
 
+/*
+ * The shortest period an event of attr @a may have, 0 for any: those
+ * below feed themselves, in the base kernel as well.
+ *
+ * A SIGTRAP per overflow of an event that counts while a signal is
+ * delivered (a clock, the page faults of signal frames, the signal
+ * tracepoints) feeds itself inside the kernel once its period is shorter
+ * than a delivery: the task delivers signal after signal and never returns
+ * to user space, where break_storm() could end it. A delivery on the test
+ * kernel takes tens of microseconds; the deferred walk, which runs in each
+ * one, makes it longer.
+ *
+ * An overflow that queues the event's irq_work (O_ASYNC, a wakeup,
+ * PERF_EVENT_IOC_REFRESH's limit) takes a self-interrupt, whose entry
+ * disables interrupts and whose exit enables them again: an event on
+ * irq_disable or irq_enable with period 1 overflows in every one and
+ * queues the next. The CPU takes irq_work interrupts back to back and the
+ * task never runs another instruction (an RCU stall; harness/irq-work-storm.c
+ * does it on the base kernel). Each round on the way back to user space
+ * toggles interrupts more often when there is work on that way: a signal
+ * to deliver, a deferred walk to run. With PERF_SAMPLE_CALLCHAIN_DEFERRED
+ * and a SIGIO handler, irq_disable with period 10 did not finish either
+ * (irq-work-storm ... irq_disable defer, test kernel; not analysed yet, see
+ * README). IRQ_TP_MIN_PERIOD leaves most of every period to the task.
+ */
+static __u64 least_period(const struct perf_event_attr *a)
+{
+	unsigned int i;
+
+	if (a->sigtrap && a->type == PERF_TYPE_SOFTWARE &&
+	    a->config <= PERF_COUNT_SW_TASK_CLOCK)
+		return SIGTRAP_MIN_CLOCK_NS;
+	if (a->sigtrap &&
+	    (a->type == PERF_TYPE_SOFTWARE || a->type == PERF_TYPE_TRACEPOINT))
+		return SIGTRAP_MIN_COUNT;
+	if (a->type != PERF_TYPE_TRACEPOINT)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(env.irq_tp); i++)
+		if (env.irq_tp[i] >= 0 && a->config == (__u64)env.irq_tp[i])
+			return IRQ_TP_MIN_PERIOD;
+	return 0;
+}
+
+/* A sampling event gets a period of least_period() or longer, not a frequency. */
+static void limit_period(struct perf_event_attr *a)
+{
+	__u64 min = least_period(a);
+
+	if (!min || (!a->freq && !a->sample_period))
+		return;
+	a->freq = 0;
+	if (a->sample_period < min)
+		a->sample_period = min;
+}
+
 static void build_attr(struct rng *r, struct fattr *fa)
 {
 	struct perf_event_attr *a = &fa->attr;
@@ -874,26 +933,7 @@ static void build_attr(struct rng *r, struct fattr *fa)
 
 	for (n = 0; n < 12 && chance(r, 55); n++)
 		mutate(r, fa);
-	/*
-	 * A SIGTRAP per overflow of an event that counts while a signal is
-	 * delivered (a clock, the page faults of signal frames, the signal
-	 * tracepoints) feeds itself inside the kernel once its period is
-	 * shorter than a delivery: the task delivers signal after signal and
-	 * never returns to user space, where break_storm() could end it. The
-	 * base kernel does the same (a delivery on the test kernel takes tens
-	 * of microseconds; the deferred walk, which runs in each one, makes it
-	 * longer). Such events get periods that no delivery reaches.
-	 */
-	if (a->sigtrap &&
-	    (a->type == PERF_TYPE_SOFTWARE || a->type == PERF_TYPE_TRACEPOINT)) {
-		__u64 min = a->type == PERF_TYPE_SOFTWARE &&
-			    a->config <= PERF_COUNT_SW_TASK_CLOCK ?
-			    SIGTRAP_MIN_CLOCK_NS : SIGTRAP_MIN_COUNT;
-
-		a->freq = 0;
-		if (a->sample_period < min)
-			a->sample_period = min;
-	}
+	limit_period(a);
 	/*
 	 * The upper half of a uprobe's config is the offset of a USDT
 	 * semaphore, which the kernel increments in every process that maps
@@ -1166,6 +1206,7 @@ static void op_open(void)
 	e->fd = fd;
 	e->deferred = !!(fa.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED);
 	e->backward = fa.attr.write_backward;
+	e->min_period = least_period(&fa.attr);
 }
 
 /* Many attributes in a row, most refused: the validation, cheaply. */
@@ -1182,6 +1223,7 @@ static void op_open_burst(void)
 		build_attr(r, &fa);
 		/* More mutations than op_open: past the first check or two. */
 		mutate(r, &fa);
+		limit_period(&fa.attr);
 		fa.attr.size = fa.size;
 		flags = 0;
 		pick_target(&pid, &cpu, &flags);
@@ -1198,6 +1240,7 @@ static void op_open_burst(void)
 		e->fd = fd;
 		e->deferred = !!(fa.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED);
 		e->backward = fa.attr.write_backward;
+		e->min_period = least_period(&fa.attr);
 	}
 	logop("open burst: %d of %d opened", ok, n);
 }
@@ -1225,6 +1268,7 @@ static void op_dup(void)
 		return;
 	d->fd = fd;
 	d->dup = true;
+	d->min_period = e->min_period;
 }
 
 /* A pointer the kernel must not write or read through. */
@@ -1277,6 +1321,8 @@ static void op_ioctl(void)
 	case 4:
 		cmd = PERF_EVENT_IOC_PERIOD;
 		val = PICK(r, periods);
+		if (val < e->min_period)
+			val = e->min_period;
 		arg = (uintptr_t)(chance(r, 85) ? (void *)&val : bad_pointer(r));
 		break;
 	case 5:
@@ -1992,11 +2038,18 @@ static void find_tracepoints(void)
 	long long id;
 	unsigned int i, j;
 
+	env.irq_tp[0] = -1;
+	env.irq_tp[1] = -1;
 	for (i = 0; i < ARRAY_SIZE(roots) && !env.nr_tp; i++) {
 		for (j = 0; j < ARRAY_SIZE(names) && env.nr_tp < MAX_TP; j++) {
 			snprintf(path, sizeof(path), "%s/events/%s/id", roots[i], names[j]);
-			if (!read_int_file(path, &id))
-				env.tp[env.nr_tp++] = id;
+			if (read_int_file(path, &id))
+				continue;
+			env.tp[env.nr_tp++] = id;
+			if (!strcmp(names[j], "preemptirq/irq_enable"))
+				env.irq_tp[0] = id;
+			else if (!strcmp(names[j], "preemptirq/irq_disable"))
+				env.irq_tp[1] = id;
 		}
 	}
 }
