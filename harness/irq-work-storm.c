@@ -7,10 +7,11 @@
  * own exit enables interrupts, which is the next overflow. The task never runs
  * the instruction after the first sti again.
  *
- * irq-work-storm [PERIOD [TRACEPOINT [defer]]] prints "irq-work-storm: survived"
- * if it did. TRACEPOINT is irq_enable (the default) or irq_disable; "defer"
- * adds PERF_SAMPLE_CALLCHAIN_DEFERRED, whose walks on the way out to user
- * space toggle interrupts too, and a SIGIO handler, whose deliveries do.
+ * irq-work-storm [PERIOD [TRACEPOINT [OPTIONS]]] prints "irq-work-storm: survived"
+ * if it did. TRACEPOINT is irq_enable (the default) or irq_disable; OPTIONS,
+ * separated by commas: "defer" adds PERF_SAMPLE_CALLCHAIN_DEFERRED, whose
+ * walks on the way out to user space toggle interrupts too; "handler" gives
+ * SIGIO a handler (else it is ignored), whose deliveries do.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -36,7 +37,9 @@ static void on_sigio(int sig)
 int main(int argc, char **argv)
 {
 	const char *tp = argc > 2 ? argv[2] : "irq_enable";
-	int defer = argc > 3 && !strcmp(argv[3], "defer");
+	const char *options = argc > 3 ? argv[3] : "";
+	int defer = !!strstr(options, "defer");
+	int handler = !!strstr(options, "handler");
 	struct perf_event_attr attr;
 	char id_file[128];
 	long long id;
@@ -67,14 +70,15 @@ int main(int argc, char **argv)
 		perror("perf_event_open");
 		return 2;
 	}
-	signal(SIGIO, defer ? on_sigio : SIG_IGN);
+	signal(SIGIO, handler ? on_sigio : SIG_IGN);
 	if (fcntl(fd, F_SETOWN, getpid()) || fcntl(fd, F_SETFL, O_ASYNC)) {
 		perror("fcntl");
 		return 2;
 	}
-	printf("irq-work-storm: %s, period %llu%s, enabling\n", tp,
+	printf("irq-work-storm: %s, period %llu%s%s, enabling\n", tp,
 	       (unsigned long long)attr.sample_period,
-	       defer ? ", deferred callchains, a SIGIO handler" : "");
+	       defer ? ", deferred callchains" : "",
+	       handler ? ", a SIGIO handler" : "");
 	fflush(stdout);
 	ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
 	for (i = 0; i < 10000; i++)

@@ -240,17 +240,25 @@ hold_tracepoints() {
 # writes into a trace instance of its own, each call's stack after it), so
 # that a run can check that no text was rewritten once the tracepoints were
 # held. "count_text_rewrites caller N" prints the stack of the call after
-# the first N.
+# the first N, and the tracepoint whose probe came or went last before it
+# (kprobes on the (un)register functions: a tracepoint's first field is
+# its name).
 REWRITES=/sys/kernel/tracing/instances/text_rewrites
 count_text_rewrites() {
+	local fn
+
 	case ${1:-count} in
 	start)
 		[ -d "$REWRITES" ] && return 0
 		echo "p:rewrites/text_poke_bp text_poke_bp" \
 			>>/sys/kernel/tracing/kprobe_events || return 0
+		for fn in tracepoint_probe_register_prio tracepoint_probe_unregister; do
+			echo "p:rewrites/$fn $fn name=+0(+0(\$arg1)):string" \
+				>>/sys/kernel/tracing/kprobe_events || true
+		done
 		mkdir "$REWRITES"
 		echo 1 >"$REWRITES/options/stacktrace"
-		echo 1 >"$REWRITES/events/rewrites/text_poke_bp/enable"
+		echo 1 >"$REWRITES/events/rewrites/enable"
 		;;
 	count)
 		if [ -r "$REWRITES/trace" ]; then
@@ -262,8 +270,18 @@ count_text_rewrites() {
 	caller)
 		[ -r "$REWRITES/trace" ] &&
 			awk -v skip="${2:-0}" '
-				/ text_poke_bp: / { n++; next }
-				n > skip && /=> / { print; if (++k == 6) exit }' \
+				/ tracepoint_probe_(register_prio|unregister): / {
+					if (n <= skip) { tp = $0; sub(/.*: \(/, "(", tp) }
+					in_poke = 0
+					next
+				}
+				/ text_poke_bp: / {
+					in_poke = ++n == skip + 1
+					if (in_poke && tp != "")
+						print "after " tp
+					next
+				}
+				in_poke && /=> / { print; if (++k == 8) exit }' \
 				"$REWRITES/trace"
 		;;
 	esac

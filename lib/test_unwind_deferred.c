@@ -130,9 +130,8 @@ static void udt_probe_walk(void *data, u64 cookie, unsigned int nr)
 
 static DECLARE_WAIT_QUEUE_HEAD(udt_release_wq);
 
-/* udt_mutex serialises the probes' registration and the limit check. */
+/* udt_mutex serialises the limit checks. */
 static DEFINE_MUTEX(udt_mutex);
-static bool udt_probes_registered;
 static struct unwind_work udt_extra[UNWIND_MAX_CONSUMERS + 1];
 
 /* The NMI step this CPU waits for, if any. */
@@ -523,71 +522,23 @@ static void udt_probe_signal_deliver(void *data, int sig,
 	spin_unlock_irqrestore(&udt_lock, flags);
 }
 
-static int udt_probes_register(void)
-{
-	int ret;
-
-	lockdep_assert_held(&udt_mutex);
-	if (udt_probes_registered)
-		return 0;
-
-	ret = register_trace_sys_enter(udt_probe_sys_enter, NULL);
-	if (ret)
-		return ret;
-	ret = register_trace_sched_process_exec(udt_probe_exec, NULL);
-	if (ret)
-		goto err_exec;
-	ret = register_trace_signal_deliver(udt_probe_signal_deliver, NULL);
-	if (ret)
-		goto err_signal;
-	udt_probes_registered = true;
-	return 0;
-
-err_signal:
-	unregister_trace_sched_process_exec(udt_probe_exec, NULL);
-err_exec:
-	unregister_trace_sys_enter(udt_probe_sys_enter, NULL);
-	tracepoint_synchronize_unregister();
-	return ret;
-}
-
-/* Registered only while armed: sys_enter slows every system call. */
-static void udt_probes_unregister(void)
-{
-	lockdep_assert_held(&udt_mutex);
-	if (!udt_probes_registered)
-		return;
-
-	unregister_trace_signal_deliver(udt_probe_signal_deliver, NULL);
-	unregister_trace_sched_process_exec(udt_probe_exec, NULL);
-	unregister_trace_sys_enter(udt_probe_sys_enter, NULL);
-	tracepoint_synchronize_unregister();
-	udt_probes_registered = false;
-}
-
 static long udt_ioctl_arm(void __user *uarg)
 {
 	struct udt_arm arm;
-	long ret;
 
 	if (copy_from_user(&arm, uarg, sizeof(arm)))
 		return -EFAULT;
 	if (arm.flags & ~(UDT_ARM_EXEC | UDT_ARM_SIGNAL) || arm.nr > INT_MAX)
 		return -EINVAL;
 
-	mutex_lock(&udt_mutex);
-	ret = udt_probes_register();
-	if (!ret) {
-		spin_lock_irq(&udt_lock);
-		udt_armed.res = (struct udt_arm_result){ };
-		udt_armed.nr = arm.nr;
-		udt_armed.compat = in_compat_syscall();
-		udt_armed.flags = arm.flags;
-		WRITE_ONCE(udt_armed.tgid, current->tgid);
-		spin_unlock_irq(&udt_lock);
-	}
-	mutex_unlock(&udt_mutex);
-	return ret;
+	spin_lock_irq(&udt_lock);
+	udt_armed.res = (struct udt_arm_result){ };
+	udt_armed.nr = arm.nr;
+	udt_armed.compat = in_compat_syscall();
+	udt_armed.flags = arm.flags;
+	WRITE_ONCE(udt_armed.tgid, current->tgid);
+	spin_unlock_irq(&udt_lock);
+	return 0;
 }
 
 static long udt_ioctl_arm_result(void __user *uarg)
@@ -671,9 +622,6 @@ static long udt_ioctl_reset(void)
 {
 	unsigned int i;
 
-	mutex_lock(&udt_mutex);
-	udt_probes_unregister();
-
 	spin_lock_irq(&udt_lock);
 	for (i = 0; i < UDT_CONSUMERS; i++) {
 		struct udt_consumer *uc = &udt_consumers[i];
@@ -689,8 +637,6 @@ static long udt_ioctl_reset(void)
 	udt_armed.res = (struct udt_arm_result){ };
 	udt_walks_base = atomic_read(&udt_walks);
 	spin_unlock_irq(&udt_lock);
-
-	mutex_unlock(&udt_mutex);
 	return 0;
 }
 
@@ -734,13 +680,30 @@ static int __init udt_init(void)
 		if (ret)
 			goto err;
 	}
+	/*
+	 * The probes stay registered from boot on and return at once unless
+	 * a task is armed: a tracepoint's first and second probe rewrite its
+	 * static call sites, and the tests run under QEMU's TCG, where a CPU
+	 * may go on running the old text (harness/lib.sh, hold_tracepoints).
+	 * sys_enter then takes every system call through the syscall
+	 * tracepoint, which a test kernel can afford.
+	 */
 	ret = register_trace_unwind_deferred_walk(udt_probe_walk, NULL);
 	if (ret)
 		goto err;
+	ret = register_trace_sys_enter(udt_probe_sys_enter, NULL);
+	if (ret)
+		goto err_walk;
+	ret = register_trace_sched_process_exec(udt_probe_exec, NULL);
+	if (ret)
+		goto err_sys_enter;
+	ret = register_trace_signal_deliver(udt_probe_signal_deliver, NULL);
+	if (ret)
+		goto err_exec;
 	ret = register_nmi_handler(NMI_LOCAL, udt_nmi_handler, 0,
 				   "unwind_deferred_test");
 	if (ret)
-		goto err_walk;
+		goto err_signal;
 	/*
 	 * debugfs's full proxy has no compat_ioctl, which the 32-bit tests
 	 * need; the file is never removed, so it needs no proxy.
@@ -749,6 +712,12 @@ static int __init udt_init(void)
 				   &udt_fops);
 	return 0;
 
+err_signal:
+	unregister_trace_signal_deliver(udt_probe_signal_deliver, NULL);
+err_exec:
+	unregister_trace_sched_process_exec(udt_probe_exec, NULL);
+err_sys_enter:
+	unregister_trace_sys_enter(udt_probe_sys_enter, NULL);
 err_walk:
 	unregister_trace_unwind_deferred_walk(udt_probe_walk, NULL);
 	tracepoint_synchronize_unregister();
