@@ -809,11 +809,11 @@ static void mutate(struct rng *r, struct fattr *fa)
  * queues the next. The CPU takes irq_work interrupts back to back and the
  * task never runs another instruction (an RCU stall; harness/irq-work-storm.c
  * does it on the base kernel). Each round on the way back to user space
- * toggles interrupts more often when there is work on that way: a signal
- * to deliver, a deferred walk to run. With PERF_SAMPLE_CALLCHAIN_DEFERRED
- * and a SIGIO handler, irq_disable with period 10 did not finish either
- * (irq-work-storm ... irq_disable defer, test kernel; not analysed yet, see
- * README). IRQ_TP_MIN_PERIOD leaves most of every period to the task.
+ * toggles interrupts more often when there is a signal to deliver: with a
+ * SIGIO handler, irq_disable with period 10 stalls the base kernel too
+ * (irq-work-storm 10 irq_disable handler), period 100 does not; the
+ * deferred walk alone does not make ten (see the README).
+ * IRQ_TP_MIN_PERIOD leaves most of every period to the task.
  */
 static __u64 least_period(const struct perf_event_attr *a)
 {
