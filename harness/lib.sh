@@ -201,10 +201,35 @@ HELD_KPROBES=(ksys_read __x64_sys_getppid __x64_sys_sched_yield)
 # Returns once they are (perf stat execs its workload after it opened the
 # events). They stay held until the VM powers off: letting them go would
 # rewrite the text once more. A nested script finds them held already.
+# The holding rewrites each tracepoint's text itself, once, and so does the
+# trace instance of count_text_rewrites (its first event starts the
+# sched_switch and sched_wakeup probes of ftrace's command line cache): a
+# CPU idling in a tracepoint's caller once ran into such an int3 ("Oops:
+# int3" in ttwu_do_wakeup() before the attr fuzzer began). So all that
+# happens with the other CPUs offline, and they come back after.
 hold_tracepoints() {
-	local events="" tp holder dir=${PERF_DIR:-$BUILD/perf}
+	local ret=1
 
 	[ "${TRACEPOINTS_HELD:-}" = 1 ] && return 0
+	other_cpus_online 0
+	hold_tracepoints_now "${PERF_DIR:-$BUILD/perf}" && ret=0
+	other_cpus_online 1
+	return $ret
+}
+
+# Every CPU but the boot CPU offline (0) or online (1), where CPU hotplug is.
+other_cpus_online() {
+	local f
+
+	for f in /sys/devices/system/cpu/cpu[1-9]*/online; do
+		[ -w "$f" ] || continue
+		[ "$(cat "$f")" = "$1" ] && continue
+		echo "$1" >"$f" || note "cannot set $f to $1"
+	done
+}
+
+hold_tracepoints_now() {
+	local events="" tp holder dir=$1
 	# An optimized kprobe is a jump that text_poke_bp() writes, and
 	# rewrites whenever another kprobe joins or leaves it: keep them int3s,
 	# which stay in place while probes come and go.
