@@ -670,54 +670,40 @@ static const struct file_operations udt_fops = {
 	.llseek		= noop_llseek,
 };
 
-static bool udt_probes_ready __initdata;
-
-/*
- * The probes stay registered from boot on and return at once unless a task
- * is armed. They are registered before the other CPUs are brought up: a
- * tracepoint's first and second probe rewrite its static call sites, and
- * under QEMU's TCG, where the tests run, another CPU may run into the int3
- * of such a rewrite after it ended (harness/lib.sh, hold_tracepoints).
- * sys_enter then takes every system call through the syscall tracepoint,
- * which a test kernel can afford.
- */
-static int __init udt_probes_init(void)
-{
-	int ret;
-
-	ret = register_trace_unwind_deferred_walk(udt_probe_walk, NULL);
-	if (!ret)
-		ret = register_trace_sys_enter(udt_probe_sys_enter, NULL);
-	if (!ret)
-		ret = register_trace_sched_process_exec(udt_probe_exec, NULL);
-	if (!ret)
-		ret = register_trace_signal_deliver(udt_probe_signal_deliver,
-						    NULL);
-	/* Those registered stay: without the debugfs file nobody arms them. */
-	if (ret)
-		pr_err("cannot register the probes: %d\n", ret);
-	else
-		udt_probes_ready = true;
-	return ret;
-}
-early_initcall(udt_probes_init);
-
 static int __init udt_init(void)
 {
 	int i, ret;
 
-	if (!udt_probes_ready)
-		return -ENODEV;
 	for (i = 0; i < UDT_CONSUMERS; i++) {
 		ret = unwind_deferred_init(&udt_consumers[i].consumer,
 					   udt_callback);
 		if (ret)
 			goto err;
 	}
+	/*
+	 * The probes stay registered from boot on and return at once unless
+	 * a task is armed: a tracepoint's first and second probe rewrite its
+	 * static call sites, and the tests run under QEMU's TCG, where a CPU
+	 * may go on running the old text (harness/lib.sh, hold_tracepoints).
+	 * sys_enter then takes every system call through the syscall
+	 * tracepoint, which a test kernel can afford.
+	 */
+	ret = register_trace_unwind_deferred_walk(udt_probe_walk, NULL);
+	if (ret)
+		goto err;
+	ret = register_trace_sys_enter(udt_probe_sys_enter, NULL);
+	if (ret)
+		goto err_walk;
+	ret = register_trace_sched_process_exec(udt_probe_exec, NULL);
+	if (ret)
+		goto err_sys_enter;
+	ret = register_trace_signal_deliver(udt_probe_signal_deliver, NULL);
+	if (ret)
+		goto err_exec;
 	ret = register_nmi_handler(NMI_LOCAL, udt_nmi_handler, 0,
 				   "unwind_deferred_test");
 	if (ret)
-		goto err;
+		goto err_signal;
 	/*
 	 * debugfs's full proxy has no compat_ioctl, which the 32-bit tests
 	 * need; the file is never removed, so it needs no proxy.
@@ -726,6 +712,15 @@ static int __init udt_init(void)
 				   &udt_fops);
 	return 0;
 
+err_signal:
+	unregister_trace_signal_deliver(udt_probe_signal_deliver, NULL);
+err_exec:
+	unregister_trace_sched_process_exec(udt_probe_exec, NULL);
+err_sys_enter:
+	unregister_trace_sys_enter(udt_probe_sys_enter, NULL);
+err_walk:
+	unregister_trace_unwind_deferred_walk(udt_probe_walk, NULL);
+	tracepoint_synchronize_unregister();
 err:
 	while (i--)
 		unwind_deferred_cancel(&udt_consumers[i].consumer);
