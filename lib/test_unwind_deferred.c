@@ -684,7 +684,8 @@ static int __init udt_init(void)
 	 * The probes stay registered from boot on and return at once unless
 	 * a task is armed: a tracepoint's first and second probe rewrite its
 	 * static call sites, and the tests run under QEMU's TCG, where a CPU
-	 * may go on running the old text (harness/lib.sh, hold_tracepoints).
+	 * may run into the int3 of such a rewrite after it ended
+	 * (harness/lib.sh, hold_tracepoints).
 	 * sys_enter then takes every system call through the syscall
 	 * tracepoint, which a test kernel can afford.
 	 */
