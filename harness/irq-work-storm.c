@@ -11,7 +11,10 @@
  * if it did. TRACEPOINT is irq_enable (the default) or irq_disable; OPTIONS,
  * separated by commas: "defer" adds PERF_SAMPLE_CALLCHAIN_DEFERRED, whose
  * walks on the way out to user space toggle interrupts too; "handler" gives
- * SIGIO a handler (else it is ignored), whose deliveries do.
+ * SIGIO a handler (else it is ignored), whose deliveries do; "sample-period"
+ * adds PERF_SAMPLE_PERIOD, with which a software or tracepoint event that is
+ * not in frequency mode overflows at every hit, whatever its period
+ * (perf_swevent_event()): period 1000 then storms as period 1 does.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -40,6 +43,7 @@ int main(int argc, char **argv)
 	const char *options = argc > 3 ? argv[3] : "";
 	int defer = !!strstr(options, "defer");
 	int handler = !!strstr(options, "handler");
+	int period_bit = !!strstr(options, "sample-period");
 	struct perf_event_attr attr;
 	char id_file[128];
 	long long id;
@@ -64,6 +68,8 @@ int main(int argc, char **argv)
 	if (defer)
 		attr.sample_type |= PERF_SAMPLE_CALLCHAIN |
 				    PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	if (period_bit)
+		attr.sample_type |= PERF_SAMPLE_PERIOD;
 	attr.disabled = 1;
 	fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, 0);
 	if (fd < 0) {
@@ -75,8 +81,9 @@ int main(int argc, char **argv)
 		perror("fcntl");
 		return 2;
 	}
-	printf("irq-work-storm: %s, period %llu%s%s, enabling\n", tp,
+	printf("irq-work-storm: %s, period %llu%s%s%s, enabling\n", tp,
 	       (unsigned long long)attr.sample_period,
+	       period_bit ? ", PERF_SAMPLE_PERIOD" : "",
 	       defer ? ", deferred callchains" : "",
 	       handler ? ", a SIGIO handler" : "");
 	fflush(stdout);

@@ -73,7 +73,7 @@
 #define MAX_MAPPED		(48UL << 20)	/* bytes of ring buffers per worker */
 #define ATTR_BUF		4160	/* an attr of any size up to past a page */
 #define OPLOG			32	/* operations remembered per worker */
-#define OPLOG_LEN		120
+#define OPLOG_LEN		160
 #define CLEANUP_EVERY		100	/* iterations between full cleanups */
 #define EXEC_DEPTH		2	/* re-execs of an exec'd child */
 #define STORM_SIGNALS		500	/* signals in one iteration: a livelock */
@@ -167,6 +167,9 @@ struct shared {
 	__u64 open_errno[NR_ERRNO];
 	__u64 taint_seen;
 	struct oplog log[MAX_WORKERS];
+	/* What each worker's open events are, for a hang's report. */
+	char ev_desc[MAX_WORKERS][MAX_EVENTS][OPLOG_LEN];
+	bool ev_async[MAX_WORKERS][MAX_EVENTS];
 };
 
 static struct shared *sh;
@@ -261,6 +264,11 @@ static void dump_oplog(int id, const char *why)
 	fprintf(stderr, "fuzz-attr: worker %d, %s; its last operations:\n", id, why);
 	for (i = next > OPLOG ? next - OPLOG : 0; i < next; i++)
 		fprintf(stderr, "fuzz-attr:   [%d] %s\n", id, l->op[i % OPLOG]);
+	fprintf(stderr, "fuzz-attr: worker %d's open events:\n", id);
+	for (i = 0; i < MAX_EVENTS; i++)
+		if (sh->ev_desc[id][i][0])
+			fprintf(stderr, "fuzz-attr:   [%d] %s%s\n", id, sh->ev_desc[id][i],
+				sh->ev_async[id][i] ? ", O_ASYNC" : "");
 }
 
 static __u64 read_taint(void)
@@ -833,6 +841,13 @@ static __u64 least_period(const struct perf_event_attr *a)
 	return 0;
 }
 
+/* Counted by perf_swevent_event(): software events but the clocks, tracepoints. */
+static bool counted_per_hit(const struct perf_event_attr *a)
+{
+	return a->type == PERF_TYPE_TRACEPOINT ||
+	       (a->type == PERF_TYPE_SOFTWARE && a->config > PERF_COUNT_SW_TASK_CLOCK);
+}
+
 /*
  * What every attr gets before it is opened, however it was made:
  *
@@ -844,7 +859,12 @@ static __u64 least_period(const struct perf_event_attr *a)
  * build_attr()'s tracepoint case.
  *
  * A sampling event gets a period of least_period() or longer, not a
- * frequency.
+ * frequency; and if it is counted by perf_swevent_event() (a software event
+ * other than the clocks, a tracepoint), no PERF_SAMPLE_PERIOD: with that bit
+ * such an event overflows at every hit, whatever its period, and reports
+ * the hit's count as the period. An irq_enable event of period 1000 with
+ * PERF_SAMPLE_PERIOD stalled a 30-minute run in irq_work interrupts as
+ * period 1 does (harness/irq-work-storm.c, option sample-period).
  */
 static void tame_attr(struct rng *r, struct perf_event_attr *a)
 {
@@ -869,6 +889,8 @@ static void tame_attr(struct rng *r, struct perf_event_attr *a)
 	a->freq = 0;
 	if (a->sample_period < min)
 		a->sample_period = min;
+	if (counted_per_hit(a))
+		a->sample_type &= ~(__u64)PERF_SAMPLE_PERIOD;
 }
 
 static void build_attr(struct rng *r, struct fattr *fa)
@@ -971,6 +993,45 @@ static void build_attr(struct rng *r, struct fattr *fa)
 	a->size = fa->size;
 }
 
+/*
+ * Before the run: whether every attr the workers make, as op_open and
+ * op_open_burst make them, keeps tame_attr()'s rules, so that a change to
+ * the builders or the mutations that lets a storm through fails here and
+ * not as an RCU stall 900 s into a run.
+ */
+static int check_tamed_attrs(__u64 seed)
+{
+	struct rng r = { .s = seed };
+	const struct perf_event_attr *a;
+	unsigned int i, limited = 0;
+	struct fattr fa;
+	__u64 min;
+
+	a = &fa.attr;
+	for (i = 0; i < 50000; i++) {
+		build_attr(&r, &fa);
+		if (i & 1) {
+			mutate(&r, &fa);
+			tame_attr(&r, &fa.attr);
+		}
+		min = least_period(a);
+		if (!min || (!a->freq && !a->sample_period))
+			continue;
+		limited++;
+		if (!a->freq && a->sample_period >= min &&
+		    !(counted_per_hit(a) && (a->sample_type & PERF_SAMPLE_PERIOD)))
+			continue;
+		fprintf(stderr,
+			"fuzz-attr: attr %u escapes its least period %llu: t %u c %#llx %s %llu st %#llx\n",
+			i, (unsigned long long)min, a->type, (unsigned long long)a->config,
+			a->freq ? "freq" : "period", (unsigned long long)a->sample_period,
+			(unsigned long long)a->sample_type);
+		return -1;
+	}
+	printf("fuzz-attr: %u attrs built, %u with a least period, all tamed\n", i, limited);
+	return 0;
+}
+
 static int perf_open(struct fattr *fa, pid_t pid, int cpu, int group, unsigned long flags)
 {
 	return syscall(__NR_perf_event_open, &fa->attr, pid, cpu, group, flags);
@@ -1043,8 +1104,34 @@ static void unmap_event(struct event *e)
 	e->map_len = 0;
 }
 
+/* The worker's own events only: a child's slots are copies. */
+static void describe_event(const struct event *e, const char *fmt, ...)
+{
+	int slot = e - w.ev;
+	va_list ap;
+
+	if (w.child)
+		return;
+	sh->ev_async[w.id][slot] = false;
+	va_start(ap, fmt);
+	vsnprintf(sh->ev_desc[w.id][slot], OPLOG_LEN, fmt, ap);
+	va_end(ap);
+}
+
+static void describe_attr(const struct event *e, const struct perf_event_attr *a)
+{
+	describe_event(e, "fd %d: t %u c %#llx %s %llu st %#llx fl %#llx wake %u",
+		       e->fd, a->type, (unsigned long long)a->config,
+		       a->freq ? "freq" : "period",
+		       (unsigned long long)a->sample_period,
+		       (unsigned long long)a->sample_type,
+		       (unsigned long long)attr_flags(a), a->wakeup_events);
+}
+
 static void close_event(struct event *e, bool keep_map)
 {
+	if (!w.child)
+		sh->ev_desc[w.id][e - w.ev][0] = 0;
 	if (e->meta) {
 		if (keep_map && !w.child) {
 			/* The event lives on, sampling, until the munmap. */
@@ -1233,6 +1320,7 @@ static void op_open(void)
 	e->deferred = !!(fa.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED);
 	e->backward = fa.attr.write_backward;
 	e->min_period = least_period(&fa.attr);
+	describe_attr(e, &fa.attr);
 }
 
 /* Many attributes in a row, most refused: the validation, cheaply. */
@@ -1267,6 +1355,7 @@ static void op_open_burst(void)
 		e->deferred = !!(fa.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED);
 		e->backward = fa.attr.write_backward;
 		e->min_period = least_period(&fa.attr);
+		describe_attr(e, &fa.attr);
 	}
 	logop("open burst: %d of %d opened", ok, n);
 }
@@ -1295,6 +1384,7 @@ static void op_dup(void)
 	d->fd = fd;
 	d->dup = true;
 	d->min_period = e->min_period;
+	describe_event(d, "fd %d: dup of fd %d", fd, e->fd);
 }
 
 /* A pointer the kernel must not write or read through. */
@@ -1584,6 +1674,7 @@ static void op_fcntl(void)
 {
 	struct rng *r = &w.r;
 	struct event *e = any_event();
+	bool async;
 
 	if (!e)
 		return;
@@ -1594,8 +1685,11 @@ static void op_fcntl(void)
 	 */
 	fcntl(e->fd, F_SETOWN, getpid());
 	fcntl(e->fd, F_SETSIG, chance(r, 50) ? 0 : SIGUSR2);
-	fcntl(e->fd, F_SETFL, chance(r, 70) ? O_ASYNC | O_NONBLOCK : 0);
-	logop("fcntl async fd %d", e->fd);
+	async = chance(r, 70);
+	fcntl(e->fd, F_SETFL, async ? O_ASYNC | O_NONBLOCK : 0);
+	if (!w.child)
+		sh->ev_async[w.id][e - w.ev] = async;
+	logop("fcntl %s fd %d", async ? "async" : "sync", e->fd);
 }
 
 static void op_misc(void)
@@ -2335,6 +2429,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sh->taint_seen = env.taint;
+	if (check_tamed_attrs(seed))
+		return 1;
 	install_handlers();
 	printf("fuzz-attr: seed %llu, %d workers, %.0f s\n", (unsigned long long)seed,
 	       workers, seconds);
