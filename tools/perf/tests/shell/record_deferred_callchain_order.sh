@@ -7,6 +7,7 @@
 # summary adds up); samples of many threads in time order; perf sched and
 # perf kwork over deferred tracepoint samples; the walk's own tracepoint.
 
+# shellcheck disable=SC2317 # the test functions are called through timed()
 set -e
 
 deferred_test=deferred_order
@@ -189,11 +190,11 @@ test_walk_tracepoint() {
 	echo "  ${walks} walks, ${records:-0} records, ${lost:-0} lost"
 }
 
-test_lossy
-test_time_order
-test_sched ""
-test_sched -z
-test_walk_tracepoint
+timed test_lossy
+timed test_time_order
+timed test_sched ""
+timed test_sched -z
+timed test_walk_tracepoint
 
 cleanup
 exit ${err}

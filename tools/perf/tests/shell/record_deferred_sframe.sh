@@ -10,6 +10,7 @@
 # samples with the whole chain, read from the tables; dwarf finds the same
 # stacks from the same samples' copies of the stack.
 
+# shellcheck disable=SC2317 # the test functions are called through timed()
 set -e
 
 deferred_test=deferred_sframe
@@ -186,9 +187,9 @@ test_same_as_dwarf() {
 	fi
 }
 
-test_fp_stops
-test_defer_whole
-test_same_as_dwarf
+timed test_fp_stops
+timed test_defer_whole
+timed test_same_as_dwarf
 
 cleanup
 exit ${err}

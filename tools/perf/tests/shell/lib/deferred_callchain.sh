@@ -27,6 +27,16 @@ fail() {
 	err=1
 }
 
+# Runs "$@" and says how long it took: under emulation some parts take
+# minutes, and the log shows which.
+timed() {
+	local start=${SECONDS} status=0
+
+	"$@" || status=$?
+	echo "  ($((SECONDS - start)) s)"
+	return ${status}
+}
+
 # The count named $2 in the join's summary in file $1.
 summary() {
 	awk -v name="$2" '$0 ~ "^ *" name ":" { print $NF }' "$1"
