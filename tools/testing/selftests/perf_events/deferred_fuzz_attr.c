@@ -2060,6 +2060,9 @@ static void worker_main(int id, __u64 seed)
 	w.main_tid = syscall(SYS_gettid);
 	for (i = 0; i < MAX_EVENTS; i++)
 		w.ev[i].fd = -1;
+	/* A replacement's slots: not the dead worker's events. */
+	memset(sh->ev_desc[id], 0, sizeof(sh->ev_desc[id]));
+	memset(sh->ev_async[id], 0, sizeof(sh->ev_async[id]));
 	/* Its own process group: the watchdog kills the worker and its children. */
 	setpgid(0, 0);
 	install_fault_handlers();
