@@ -113,6 +113,13 @@ test_map() {
 		fail "perf sched map: the deferred recording reads unlike the fp one"
 		head -n 5 "${out}.diff"
 	fi
+	# --color-pids marks a thread in the runtime data map mode keeps for
+	# every thread: it once stored the mark in the same private pointer,
+	# and perf sched map took it for that data (SIGSEGV).
+	run "perf sched map --color-pids" "${out}.color" \
+		sched map --color-pids 1002 -i "${tmpdir}/sched.data" || return 0
+	[ "$(grep -c 'secs' "${out}.color")" -eq 5 ] ||
+		fail "perf sched map --color-pids: $(grep -c 'secs' "${out}.color") switches, expected 5"
 	return 0
 }
 
