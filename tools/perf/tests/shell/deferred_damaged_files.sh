@@ -10,8 +10,9 @@
 # event of 2^62 bytes (perf skipped it a buffer at a time, for ages),
 # a data section past the end of the file (also one with deferred callchains)
 # or ending inside an event header (perf mapped it again, for ever).
-# Each goes through perf script and perf report -D; perf may refuse it, with
-# a message, but must not die of a signal. Built with ASAN (make check runs
+# Each goes through perf script and perf report -D, which must refuse it
+# (a non-zero exit and a message) or read it (exit 0), as each case says,
+# and never die of a signal. Built with ASAN (make check runs
 # it so), perf also reports any read past a buffer.
 
 set -eu
@@ -21,8 +22,8 @@ tmpdir=$(mktemp -d /tmp/perf-test-damaged.XXXXXX)
 trap 'rm -rf "$tmpdir"' EXIT
 
 if ! command -v python3 >/dev/null; then
-	echo "skip: no python3 to write the damaged files"
-	exit 2
+	echo "FAIL: no python3 to write the damaged files"
+	exit 1
 fi
 
 python3 - "$tmpdir" <<'EOF'
@@ -205,6 +206,9 @@ check() {
 		elif [ "$expect" = read ] && [ "$status" != 0 ]; then
 			echo "FAIL: perf $cmd could not read $1: exit $status"
 			tail -n 5 "$tmpdir/err"
+			err=1
+		elif [ "$expect" = refused ] && [ "$status" = 0 ]; then
+			echo "FAIL: perf $cmd read $1, which it must refuse with an error"
 			err=1
 		else
 			echo "ok: perf $cmd on $1: exit $status$(head -n 1 "$tmpdir/err" | sed 's/^/, /')"
