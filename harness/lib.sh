@@ -74,11 +74,24 @@ record_demo() {
 		-o "$1" -- "$BUILD/demo/syscall-chain" "${2:-3}"
 }
 
-# Test results: one line per test case, "PASS name", "FAIL name" or
-# "SKIP name: reason", appended to the file named by $RESULTS.
+# Test results: one line per result, "PASS name", "FAIL name" or "SKIP
+# name", appended to the file named by $RESULTS; "WHY ..." lines after a
+# FAIL or SKIP say why. harness/tally holds them against the manifest, the
+# list of every result a run expects.
+#
+# Listing: with LIST_RESULTS=1 the runners below (step, run_kselftest,
+# run_perf_test) and the guest scripts print the name of each result they
+# would report, one per line, and run nothing. That is how make check
+# knows, before it starts, what it expects.
+listing() {
+	[ "${LIST_RESULTS:-0}" = 1 ]
+}
+
+# result VERDICT NAME [WHY]
 result() {
 	echo "$1 $2" >>"$RESULTS"
-	echo "== $1 $2"
+	echo "== $1 $2${3:+: $3}"
+	[ -z "${3:-}" ] || echo "WHY $3" >>"$RESULTS"
 }
 
 # Why the result just recorded failed: the last 5 lines of the test's own
@@ -92,11 +105,94 @@ result_why() {
 	done
 }
 
-# Run a kselftest binary (TAP output) and record each of its test cases;
-# a binary that dies before its plan is complete fails as a whole.
-run_kselftest() {
-	local bin=$1 name=${1##*/} log planned=0 seen=0 line said=""
+# step NAME COMMAND...: one result, PASS when COMMAND exits 0, else FAIL
+# with the end of its output. A step that needs more than an exit status
+# (a line it must print, a file it must write) checks that itself and
+# exits non-zero without it.
+step() {
+	local name=$1 log status
 
+	shift
+	if listing; then
+		echo "$name"
+		return 0
+	fi
+	log=$(mktemp)
+	# Not in a condition: a function run there would ignore set -e.
+	set +e
+	"$@" >"$log" 2>&1
+	status=$?
+	set -e
+	cat "$log"
+	if [ "$status" = 0 ]; then
+		result PASS "$name"
+	else
+		result FAIL "$name"
+		{ echo "exit status $status"; cat "$log"; } | result_why
+	fi
+	rm -f "$log"
+}
+
+# The names a kselftest_harness binary reports ("fixture.variant.test",
+# the variant and its dot left out where there is none), from its -l
+# table: per fixture, the rows pair its variants and its tests side by
+# side (printf "%-20s %-25s %s"), and every variant runs every test.
+kselftest_names() {
+	local run=()
+
+	# a compat program lists its tests on a host without IA32 emulation
+	# too, through QEMU's user mode
+	[ "$(od -An -tx1 -j4 -N1 "$1" | tr -d ' ')" = 01 ] && run=(qemu-i386)
+	"${run[@]}" "$1" -l 2>&1 | awk '
+	function flush(   i, j) {
+		if (fixture == "")
+			return
+		if (nv == 0)
+			variants[nv++] = ""
+		for (i = 0; i < nv; i++)
+			for (j = 0; j < nt; j++)
+				print fixture (variants[i] == "" ? "" : "." variants[i]) "." tests[j]
+		fixture = ""; nv = 0; nt = 0
+	}
+	/^# FIXTURE/ { header = 1; next }
+	!header { exit 1 }
+	/^-----/ { flush(); next }
+	{
+		line = $0
+		if (line !~ /^ /) {
+			flush()
+			fixture = $1
+			width = length(fixture) < 20 ? 20 : length(fixture)
+			line = substr(line, width + 2)
+		} else {
+			line = substr(line, 22)
+		}
+		# the variant, where this row has one, then the test
+		if (line ~ /^[^ ]/) {
+			variants[nv++] = line; sub(/ .*/, "", variants[nv - 1])
+			sub(/^[^ ]+ */, "", line)
+		} else {
+			sub(/^ +/, "", line)
+		}
+		if (line != "")
+			tests[nt++] = line
+	}
+	END { flush(); exit !header }'
+}
+
+# Run a kselftest binary (TAP output) and record each of its test cases,
+# named "BINARY:fixture.test"; a binary that dies before its plan is
+# complete fails as a whole (the tally names the tests that never came).
+run_kselftest() {
+	local bin=$1 name=${1#"$BUILD/selftests/"} log planned=0 seen=0 line said="" skip
+
+	if listing; then
+		# a program that cannot list its tests is expected to, and fails
+		if ! kselftest_names "$bin" | sed "s|^|$name:|"; then
+			echo "$name: lists its tests (-l)"
+		fi
+		return 0
+	fi
 	log=$(mktemp)
 	timeout -k 5 "${KSELFTEST_TIMEOUT:-600}" "$bin" 2>&1 | tee "$log" || true
 	while read -r line; do
@@ -109,7 +205,8 @@ run_kselftest() {
 		"ok "*"# SKIP"*)
 			seen=$((seen + 1))
 			line=${line#ok * }
-			result SKIP "$name:${line%% # SKIP*}: ${line#*# SKIP }"
+			skip=${line#*# SKIP }
+			result SKIP "$name:${line%% # SKIP*}" "${skip:-no reason given}"
 			;;
 		"ok "*)
 			seen=$((seen + 1))
@@ -126,48 +223,91 @@ run_kselftest() {
 		esac
 	done <"$log"
 	if [ "$planned" = 0 ] || [ "$seen" -lt "$planned" ]; then
-		result FAIL "$name: ran $seen of $planned planned tests"
+		echo "run_kselftest: $name ran $seen of $planned planned tests"
 	fi
 	rm -f "$log"
 }
 
-# Run "perf test" on the tests named and record each result line.
-# A name that matches no test is a failure: a test that vanished (renamed,
-# not built) must not pass by being silent.
+# The results of the perf test suite described exactly $1, one per line:
+# "NUMBER<tab>NAME", where NAME is each case's description for a suite of
+# several cases, else the suite's; nothing if perf lists no such suite.
+perf_test_cases() {
+	# from the tree, where perf test finds its shell tests (as it runs them)
+	(cd "$TREE" && "${PERF_DIR:-$BUILD/perf}/perf" test list 2>&1) | awk -v want="$1" '
+	match($0, /^ *[0-9]+(\.[0-9]+)?: /) {
+		number = substr($0, 1, RLENGTH - 2); sub(/^ +/, "", number)
+		desc = substr($0, RLENGTH + 1)
+		if (number !~ /\./) {
+			mine = desc == want
+			if (mine) { suite = number; cases = 0 }
+			next
+		}
+		if (mine) { names[cases++] = desc }
+	}
+	END {
+		if (suite == "")
+			exit
+		if (cases == 0)
+			print suite "\t" want
+		for (i = 0; i < cases; i++)
+			print suite "\t" names[i]
+	}'
+}
+
+# Run the perf test suites described exactly so (by number: perf test's own
+# matching is by substring) and record each case as "perf test:CASE". A
+# description perf does not list fails: a test that vanished (renamed, not
+# built) must not pass by being silent. PERF_DIR: another build of perf.
 run_perf_test() {
-	local log line desc verdict name seen="" said="" dir=${PERF_DIR:-$BUILD/perf}
+	local dir=${PERF_DIR:-$BUILD/perf} desc cases numbers=() log line verdict said=""
+
+	for desc in "$@"; do
+		cases=$(perf_test_cases "$desc")
+		if listing; then
+			if [ -n "$cases" ]; then
+				cut -f2- <<<"$cases" | sed 's/^/perf test:/'
+			else
+				echo "perf test:$desc"
+			fi
+			continue
+		fi
+		if [ -z "$cases" ]; then
+			result FAIL "perf test:$desc" "perf test list has no suite of that name"
+			continue
+		fi
+		numbers+=("$(head -n1 <<<"$cases" | cut -f1)")
+	done
+	listing && return 0
+	[ ${#numbers[@]} -gt 0 ] || return 0
 
 	log=$(mktemp)
 	# perf test finds its shell tests under ./tools/perf/tests/shell, and
 	# they run "perf" from PATH. -v: a failure's output ends in the log.
-	# PERF_DIR: another build of perf (build/perf-asan).
-	(cd "$TREE" && PATH=$dir:$PATH "$dir/perf" test -v "$@") 2>&1 |
+	(cd "$TREE" && PATH=$dir:$PATH "$dir/perf" test -v "${numbers[@]}") 2>&1 |
 		tee "$log" || true
 	while IFS= read -r line; do
-		# A suite of several cases has a line of its own, without verdict.
-		[[ $line =~ ^\ *[0-9]+:\ (.*[^ ])\ *:\ *$ ]] && seen+="${BASH_REMATCH[1]}"$'\n'
-		if ! [[ $line =~ ^\ *[0-9.]+:\ (.*[^ ])\ *:\ (Ok|FAILED!|Skip.*)$ ]]; then
+		if ! [[ $line =~ ^\ *[0-9]+(\.[0-9]+)?:\ (.*[^ ])\ *:\ *(Ok|FAILED!|Skip.*)$ ]]; then
 			# the shell tests' "FAIL: why" lines, the C tests' complaints
 			[[ $line =~ FAIL:|[Ff]ailed|[Ee]rror ]] && said+="$line"$'\n'
 			continue
 		fi
-		desc=${BASH_REMATCH[1]}
-		verdict=${BASH_REMATCH[2]}
-		seen+="$desc"$'\n'
+		desc=${BASH_REMATCH[2]}
+		verdict=${BASH_REMATCH[3]}
 		case $verdict in
 		Ok) result PASS "perf test:$desc" ;;
 		FAILED!)
 			result FAIL "perf test:$desc"
 			result_why <<<"$said"
 			;;
-		*) result SKIP "perf test:$desc: $verdict" ;;
+		*)
+			verdict=${verdict#Skip}
+			verdict=${verdict# (}
+			result SKIP "perf test:$desc" "${verdict%)}"
+			;;
 		esac
 		said=""
 	done <"$log"
 	rm -f "$log"
-	for name in "$@"; do
-		grep -qiF -- "$name" <<<"$seen" || result FAIL "perf test:$name: no such test"
-	done
 }
 
 # The tracepoints the guest's tests and fuzzers open perf events on.
@@ -211,21 +351,32 @@ hold_tracepoints() {
 	local ret=1
 
 	[ "${TRACEPOINTS_HELD:-}" = 1 ] && return 0
-	other_cpus_online 0
+	other_cpus_online 0 || return 1
 	hold_tracepoints_now "${PERF_DIR:-$BUILD/perf}" && ret=0
-	other_cpus_online 1
+	other_cpus_online 1 || ret=1
 	return $ret
 }
 
-# Every CPU but the boot CPU offline (0) or online (1), where CPU hotplug is.
+# Every CPU but the boot CPU offline (0) or online (1); fails when one
+# cannot be set, or when CPU hotplug is missing and the tests that need
+# other CPUs would not get them.
 other_cpus_online() {
-	local f
+	local f ret=0 n=0
 
 	for f in /sys/devices/system/cpu/cpu[1-9]*/online; do
-		[ -w "$f" ] || continue
+		[ -e "$f" ] || continue
+		n=$((n + 1))
 		[ "$(cat "$f")" = "$1" ] && continue
-		echo "$1" >"$f" || note "cannot set $f to $1"
+		echo "$1" >"$f" || {
+			note "cannot set $f to $1"
+			ret=1
+		}
 	done
+	if [ "$n" = 0 ]; then
+		note "no CPU to take offline or bring online (CPU hotplug, or -smp 1)"
+		ret=1
+	fi
+	return $ret
 }
 
 hold_tracepoints_now() {
@@ -235,7 +386,10 @@ hold_tracepoints_now() {
 	# which stay in place while probes come and go.
 	[ -w /proc/sys/debug/kprobes-optimization ] &&
 		echo 0 >/proc/sys/debug/kprobes-optimization
-	count_text_rewrites start
+	count_text_rewrites start || {
+		note "cannot set up the kprobe on text_poke_bp() that counts rewrites"
+		return 1
+	}
 	for tp in "${HELD_TRACEPOINTS[@]}"; do
 		[ -d "/sys/kernel/tracing/events/${tp/://}" ] && events+=${events:+,}$tp
 	done
@@ -276,20 +430,21 @@ count_text_rewrites() {
 	start)
 		[ -d "$REWRITES" ] && return 0
 		echo "p:rewrites/text_poke_bp text_poke_bp" \
-			>>/sys/kernel/tracing/kprobe_events || return 0
+			>>/sys/kernel/tracing/kprobe_events || return 1
 		for fn in tracepoint_probe_register_prio tracepoint_probe_unregister; do
 			echo "p:rewrites/$fn $fn name=+0(+0(\$arg1)):string" \
-				>>/sys/kernel/tracing/kprobe_events || true
+				>>/sys/kernel/tracing/kprobe_events || return 1
 		done
-		mkdir "$REWRITES"
-		echo 1 >"$REWRITES/options/stacktrace"
-		echo 1 >"$REWRITES/events/rewrites/enable"
+		mkdir "$REWRITES" &&
+			echo 1 >"$REWRITES/options/stacktrace" &&
+			echo 1 >"$REWRITES/events/rewrites/enable"
 		;;
 	count)
+		# "-": the counter is not set up; nothing can be said
 		if [ -r "$REWRITES/trace" ]; then
 			grep -c " text_poke_bp: " "$REWRITES/trace" || true
 		else
-			echo 0
+			echo -
 		fi
 		;;
 	caller)
@@ -314,16 +469,96 @@ count_text_rewrites() {
 
 # One result, "$1: ...": no text_poke_bp() call since there were $2 (the
 # caller's count_text_rewrites after hold_tracepoints); if there was one,
-# its stack is the reason.
+# its stack is the reason. A counter that is not set up fails it.
 result_text_rewrites() {
-	local n
+	local name="$1: no kernel text rewritten with the tracepoints held (text_poke_bp())" n
 
-	n=$(($(count_text_rewrites) - $2))
-	if [ "$n" = 0 ]; then
-		result PASS "$1: no kernel text rewritten with the tracepoints held (text_poke_bp())"
+	if listing; then
+		echo "$name"
+		return 0
+	fi
+	n=$(count_text_rewrites)
+	if [ "$n" = - ] || [ "$2" = - ]; then
+		result FAIL "$name" "the kprobe on text_poke_bp() that counts rewrites is not set up"
+	elif [ $((n - $2)) = 0 ]; then
+		result PASS "$name"
 	else
-		result FAIL "$1: no kernel text rewritten with the tracepoints held (text_poke_bp())"
-		{ echo "$n text_poke_bp() calls, the first from:"
+		result FAIL "$name"
+		{ echo "$((n - $2)) text_poke_bp() calls, the first from:"
 		  count_text_rewrites caller "$2"; } | result_why
 	fi
+}
+
+# Leaks: the objects a run made and did not free. "measure_objects" prints
+# "perf_event tasks mms kmalloc-4k": the slab objects in use of each, those
+# of task_struct and mm_struct beyond the live tasks and mms. Each count is
+# exact: a shrink first empties the cache's per-CPU slabs and its part of
+# KASAN's quarantine.
+slab_objects() {
+	local dir=/sys/kernel/slab/$1 n
+
+	[ -r "$dir/objects" ] || return 1
+	echo 1 >"$dir/shrink" 2>/dev/null || true
+	read -r n _ <"$dir/objects"
+	echo "$n"
+}
+
+measure_objects() {
+	local events tasks mms k4 t=(/proc/[0-9]*/task/[0-9]*) p size live_mms=0
+
+	if ! { events=$(slab_objects perf_event) && tasks=$(slab_objects task_struct) &&
+		mms=$(slab_objects mm_struct) && k4=$(slab_objects kmalloc-4k); }; then
+		note "no SLUB sysfs files (/sys/kernel/slab): leaks cannot be counted"
+		return 1
+	fi
+	# a kernel thread's statm is all zeroes: no mm
+	for p in /proc/[0-9]*; do
+		{ read -r size _ <"$p/statm"; } 2>/dev/null || continue
+		[ "$size" != 0 ] && live_mms=$((live_mms + 1))
+	done
+	echo "$events $((tasks - ${#t[@]})) $((mms - live_mms)) $k4"
+}
+
+# The leak results of a run named $1 (its prefix), against the counts
+# measure_objects gave before it ($2). Events and tasks go through RCU, the
+# mms of exited tasks may still be in use lazily by idle CPUs: this waits,
+# at most $3 seconds, for the counts to come back. A task or two may still
+# be on its way out, an mm per CPU in lazy use; the 4 KiB walk caches are
+# freed with their tasks (a leak shows as one per task that deferred,
+# thousands in a storm) and other kmalloc users come and go.
+LEAK_NAMES=("no leaked perf events" "no leaked tasks" "no leaked mms"
+	"no leaked 4 KiB walk caches")
+leak_results() {
+	local prefix=$1 was=() now=() slack until_s i ok name
+
+	if listing; then
+		printf "$prefix: %s\n" "${LEAK_NAMES[@]}"
+		return 0
+	fi
+	until_s=$((SECONDS + $3))
+	read -ra was <<<"$2"
+	slack=(0 2 "$(nproc)" 64)
+	while :; do
+		read -ra now <<<"$(measure_objects)"
+		if [ ${#now[@]} -ne 4 ] || [ ${#was[@]} -ne 4 ]; then
+			break
+		fi
+		ok=1
+		for i in 0 1 2 3; do
+			[ "${now[i]}" -gt $((was[i] + slack[i])) ] && ok=0
+		done
+		[ "$ok" = 1 ] || [ "$SECONDS" -ge "$until_s" ] && break
+		sleep 1
+	done
+	echo "$prefix: objects after (perf_event, task_struct, mm_struct, kmalloc-4k): ${now[*]}"
+	for i in 0 1 2 3; do
+		name="$prefix: ${LEAK_NAMES[i]}"
+		if [ ${#was[@]} -ne 4 ] || [ ${#now[@]} -ne 4 ]; then
+			result FAIL "$name" "no slab counts (/sys/kernel/slab)"
+		elif [ "${now[i]}" -le $((was[i] + slack[i])) ]; then
+			result PASS "$name"
+		else
+			result FAIL "$name" "${was[i]} before, ${now[i]} after (slack ${slack[i]})"
+		fi
+	done
 }

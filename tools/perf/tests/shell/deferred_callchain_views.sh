@@ -329,7 +329,8 @@ test_fallback() {
 
 	if ! perf record -e cpu-clock -c 100000 --call-graph fp,defer -o "${data}" \
 		-- true >/dev/null 2>"${out}"; then
-		echo "perf record cannot sample here: fallback not checked"
+		fail "perf record --call-graph fp,defer of cpu-clock failed:"
+		tail -n 3 "${out}"
 		return 0
 	fi
 	if perf record -e cpu-clock/aux-output/ -c 100000 --call-graph fp,defer \

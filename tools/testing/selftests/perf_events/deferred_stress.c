@@ -2598,16 +2598,53 @@ static void progress(double t)
 		ksft_print_msg("  first: %s\n", st->msg[S_BAD_STACK]);
 }
 
-/* One TAP line: ok when the stat is 0, else its count and first example. */
-static void expect_none(const struct stats *st, int stat, const char *name)
+/*
+ * The checks, one TAP line each, by name: -l lists them (the harness
+ * expects each of them), and a check that cannot run fails.
+ */
+enum check {
+	CK_STACKS,
+	CK_WORKERS,
+	CK_FORK_EXEC,
+	CK_SIGNALS,
+	CK_COMPAT,
+	CK_UPROBES,
+	CK_URING,
+	CK_WELL_FORMED,
+	CK_ONE_RECORD,
+	CK_MEETS,
+	CK_COOKIES,
+	CK_KERNEL_MODE,
+	NR_CHECKS
+};
+
+static const char *const check_name[NR_CHECKS] = {
+	[CK_STACKS] = "joined stacks equal the workloads' own",
+	[CK_WORKERS] = "every worker finished its quota (no livelock)",
+	[CK_FORK_EXEC] = "fork, exec, exec from threads: walked",
+	[CK_SIGNALS] = "signals and sigreturn: walked",
+	[CK_COMPAT] = "compat (-m32) tasks: walked",
+	[CK_UPROBES] = "uprobes and uretprobes: walked",
+	[CK_URING] = "io_uring: walked",
+	[CK_WELL_FORMED] = "records are well formed",
+	[CK_ONE_RECORD] = "at most one record per buffer per cookie",
+	[CK_MEETS] = "every deferred sample meets its record",
+	[CK_COOKIES] = "cookies well formed, records MISC_USER within sample_max_stack",
+	[CK_KERNEL_MODE] = "deferred: kernel mode only, not io-wq workers nor uprobe events",
+};
+
+static void check_result(bool ok, enum check check)
 {
-	if (!st->n[stat]) {
-		ksft_test_result_pass("%s\n", name);
-		return;
-	}
-	ksft_print_msg("%s: %llu, first: %s\n", stat_name[stat],
-		       ULL(st->n[stat]), st->msg[stat]);
-	ksft_test_result_fail("%s\n", name);
+	ksft_test_result(ok, "%s\n", check_name[check]);
+}
+
+/* One TAP line: ok when the stat is 0, else its count and first example. */
+static void expect_none(const struct stats *st, int stat, int check)
+{
+	if (st->n[stat])
+		ksft_print_msg("%s: %llu, first: %s\n", stat_name[stat],
+			       ULL(st->n[stat]), st->msg[stat]);
+	check_result(!st->n[stat], check);
 }
 
 static bool fail_if(const struct stats *st, int stat)
@@ -2621,7 +2658,7 @@ static bool fail_if(const struct stats *st, int stat)
 
 static void usage(const char *prog)
 {
-	fprintf(stderr, "%s [-s SECONDS] [-p PERIOD_US] [-r READY_FILE] [-v]\n", prog);
+	fprintf(stderr, "%s [-s SECONDS] [-p PERIOD_US] [-r READY_FILE] [-v] | -l\n", prog);
 	exit(KSFT_FAIL);
 }
 
@@ -2737,7 +2774,7 @@ static void report_stacks(const struct stats *st)
 	}
 	ksft_print_msg("%llu records checked, %llu at sigreturn\n",
 		       ULL(st->n[S_CLASSIFIED]), ULL(st->n[S_SIGRETURN]));
-	ksft_test_result(!bad, "joined stacks equal the workloads' own\n");
+	check_result(!bad, CK_STACKS);
 }
 
 static void report_workers(void)
@@ -2768,7 +2805,7 @@ static void report_workers(void)
 			       ULL(shm->count[C_ABNORMAL]), shm->abnormal);
 		bad = true;
 	}
-	ksft_test_result(!bad, "every worker finished its quota (no livelock)\n");
+	check_result(!bad, CK_WORKERS);
 }
 
 static void report_parts(const struct stats *st, const char *why32, const char *why_uring)
@@ -2788,25 +2825,27 @@ static void report_parts(const struct stats *st, const char *why32, const char *
 	ksft_print_msg("records of execve() checked: %llu\n", ULL(execs));
 	bad = !shm->count[C_FORKS] || !shm->count[C_EXEC_IMAGES] ||
 	      !shm->count[C_EXEC_THREADS] || !execs;
-	ksft_test_result(!bad, "fork, exec, exec from threads: walked\n");
+	check_result(!bad, CK_FORK_EXEC);
 
 	ksft_print_msg("signals %llu, sigreturn records %llu, tgkill records %llu\n",
 		       ULL(shm->count[C_SIGNALS]), ULL(st->n[S_SIGRETURN]),
 		       ULL(st->kind[0][K_KILL] + st->kind[1][K_KILL]));
 	bad = !st->n[S_SIGRETURN] || !shm->count[C_SIGNALS] ||
 	      !(st->kind[0][K_KILL] + st->kind[1][K_KILL]);
-	ksft_test_result(!bad, "signals and sigreturn: walked\n");
+	check_result(!bad, CK_SIGNALS);
 
 	if (why32) {
-		ksft_test_result_skip("compat (-m32) tasks: %s\n", why32);
+		ksft_print_msg("no compat (-m32) load: %s\n", why32);
+		check_result(false, CK_COMPAT);
 	} else {
 		ksft_print_msg("records of the 32-bit workers checked: %llu\n", ULL(compat));
-		ksft_test_result(compat > 0, "compat (-m32) tasks: walked\n");
+		check_result(compat > 0, CK_COMPAT);
 	}
 
 	if (uprobe_why[0] || tp_id[TP_PROBE64] < 0) {
-		ksft_test_result_skip("uprobes and uretprobes: %s\n",
-				      uprobe_why[0] ? uprobe_why : "no uprobe events");
+		ksft_print_msg("no uprobes: %s\n",
+			       uprobe_why[0] ? uprobe_why : "no uprobe events");
+		check_result(false, CK_UPROBES);
 	} else {
 		ksft_print_msg("uprobe event samples %llu; records in stress_probed():\n",
 			       ULL(st->n[S_UPROBE_SAMPLES]));
@@ -2814,18 +2853,19 @@ static void report_parts(const struct stats *st, const char *why32, const char *
 			       ULL(st->n[S_PROBED_ENTRY]), ULL(st->n[S_PROBED_BODY]));
 		bad = !st->n[S_UPROBE_SAMPLES] || !st->n[S_PROBED_BODY] ||
 		      !st->n[S_PROBED_ENTRY];
-		ksft_test_result(!bad, "uprobes and uretprobes: walked\n");
+		check_result(!bad, CK_UPROBES);
 	}
 
 	if (why_uring) {
-		ksft_test_result_skip("io_uring: %s\n", why_uring);
+		ksft_print_msg("no io_uring load: %s\n", why_uring);
+		check_result(false, CK_URING);
 	} else {
 		ksft_print_msg("io_uring requests %llu, failed %llu, records %llu\n",
 			       ULL(shm->count[C_URING_OPS]), ULL(shm->count[C_URING_BAD]),
 			       ULL(uring));
 		ksft_print_msg("io-wq worker samples %llu\n", ULL(st->n[S_IOWRK_SAMPLES]));
 		bad = !shm->count[C_URING_OPS] || shm->count[C_URING_BAD] || !uring;
-		ksft_test_result(!bad, "io_uring: walked\n");
+		check_result(!bad, CK_URING);
 	}
 }
 
@@ -2835,18 +2875,18 @@ static void report(double seconds, const char *why32, const char *why_uring)
 	bool bad;
 
 	report_numbers();
-	expect_none(st, S_MALFORMED, "records are well formed");
-	expect_none(st, S_DUP, "at most one record per buffer per cookie");
+	expect_none(st, S_MALFORMED, CK_WELL_FORMED);
+	expect_none(st, S_DUP, CK_ONE_RECORD);
 	report_stacks(st);
 
 	bad = fail_if(st, S_UNRESOLVED) | fail_if(st, S_TID_MISMATCH);
 	ksft_print_msg("%llu joined, %llu unresolved after losses, %llu in stopped stays\n",
 		       ULL(st->n[S_JOINED]), ULL(st->n[S_UNRESOLVED_LOST]),
 		       ULL(st->n[S_UNRESOLVED_STOPPED]));
-	ksft_test_result(!bad, "every deferred sample meets its record\n");
+	check_result(!bad, CK_MEETS);
 
 	bad = fail_if(st, S_BAD_COOKIE) | fail_if(st, S_BAD_MISC) | fail_if(st, S_OVER_CAP);
-	ksft_test_result(!bad, "cookies well formed, records MISC_USER within sample_max_stack\n");
+	check_result(!bad, CK_COOKIES);
 
 	bad = fail_if(st, S_DEFERRED_USER) | fail_if(st, S_USER_PART) |
 	      fail_if(st, S_UPROBE_DEFERRED) | fail_if(st, S_IOWRK_DEFERRED);
@@ -2854,7 +2894,7 @@ static void report(double seconds, const char *why32, const char *why_uring)
 		ksft_print_msg("no deferred sample at all\n");
 		bad = true;
 	}
-	ksft_test_result(!bad, "deferred: kernel mode only, not io-wq workers nor uprobe events\n");
+	check_result(!bad, CK_KERNEL_MODE);
 
 	report_workers();
 	report_parts(st, why32, why_uring);
@@ -2879,8 +2919,12 @@ static int checker_main(int argc, char **argv)
 	bool stopped = false, killed = false;
 	int opt, i, fd;
 
-	while ((opt = getopt(argc, argv, "s:r:p:v")) != -1) {
+	while ((opt = getopt(argc, argv, "s:r:p:vl")) != -1) {
 		switch (opt) {
+		case 'l':
+			for (i = 0; i < NR_CHECKS; i++)
+				printf("%s\n", check_name[i]);
+			return 0;
 		case 's':
 			seconds = atof(optarg);
 			break;
@@ -2906,7 +2950,7 @@ static int checker_main(int argc, char **argv)
 		ksft_exit_skip("needs root: per-CPU events, tracefs, uprobes\n");
 	if (!(personality(0xffffffff) & ADDR_NO_RANDOMIZE))
 		ksft_exit_fail_msg("could not turn address space randomization off\n");
-	ksft_set_plan(12);
+	ksft_set_plan(NR_CHECKS);
 	margin = 120 + seconds / 5;
 
 	fd = memfd_create("deferred_stress", 0);
