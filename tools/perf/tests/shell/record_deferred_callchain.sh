@@ -18,18 +18,27 @@ deferred_test=deferred
 chain="syscallchain_mid;syscallchain_top;syscallchain"
 
 record() {
-	perf record -q -e cpu-clock -F 2000 --call-graph "$1" -o "$2" \
+	perf record -q -e cpu-clock -c 1000000 --call-graph "$1" -o "$2" \
 		-- perf test -w syscallchain 1
 }
 
-# One line per sample that has the workload's chain: its kernel frame count,
-# then its user frames from the innermost to the workload's function, then
-# "read" if the sample was taken in the read system call.
+# The samples of recording $1, as perf script prints them with
+# -F tid,time,period,ip,sym, in $1.script, and the join's summary in
+# $1.summary. Every perf command takes seconds under emulation: the
+# checks below share this one output.
+script_samples() {
+	perf script -i "$1" -F tid,time,period,ip,sym >"$1.script" 2>"$1.summary"
+}
+
+# One line per sample of $1.script that has the workload's chain: its
+# kernel frame count, then its user frames from the innermost to the
+# workload's function, then "read" if the sample was taken in the read
+# system call.
 user_stacks() {
-	perf script -i "$1" -F ip,sym 2>/dev/null | awk -v RS= '
+	awk -v RS= '
 	/syscallchain_top/ {
 		n = split($0, lines, "\n"); kernel = 0; user = ""; in_read = ""
-		for (i = 1; i <= n; i++) {
+		for (i = 2; i <= n; i++) {
 			if (split(lines[i], f, " ") < 2)
 				continue
 			if (f[1] ~ /^ffffffff/) {
@@ -43,23 +52,40 @@ user_stacks() {
 				break
 		}
 		print kernel, user in_read
-	}'
+	}' "$1.script"
 }
 
-if ! record fp,defer "${tmpdir}/probe.data" 2>"${tmpdir}/probe.err" ||
-	! perf evlist -v -i "${tmpdir}/probe.data" | grep -q CALLCHAIN_DEFERRED; then
+# Every sample of $1.script on one line: tid, time, period, addresses.
+# Addresses, not symbols: a joined sample taken in execve before the new
+# image's loader was mapped resolves with the maps of its record's time,
+# but at its own time in a merged file.
+sample_lines() {
+	awk -v RS= '{
+		n = split($0, lines, "\n"); line = lines[1]
+		for (i = 2; i <= n; i++) {
+			split(lines[i], f, " ")
+			line = line " " f[1]
+		}
+		gsub(/[ \t]+/, " ", line)
+		print line
+	}' "$1.script" | sort
+}
+
+record fp,defer "${tmpdir}/defer.data"
+if ! perf evlist -v -i "${tmpdir}/defer.data" | grep -q CALLCHAIN_DEFERRED; then
 	echo "Skip: the kernel cannot defer user callchains"
 	cleanup
 	exit 2
 fi
+record fp "${tmpdir}/fp.data"
+script_samples "${tmpdir}/defer.data"
+script_samples "${tmpdir}/fp.data"
+perf report --stats -i "${tmpdir}/defer.data" >"${tmpdir}/defer.stats" 2>/dev/null
 
 test_same_user_frames() {
 	echo "Joined stacks hold the same user frames as fp stacks"
-	record fp "${tmpdir}/fp.data"
-	record fp,defer "${tmpdir}/defer.data"
-
 	for mode in fp defer; do
-		user_stacks "${tmpdir}/${mode}.data" > "${tmpdir}/${mode}.stacks"
+		user_stacks "${tmpdir}/${mode}.data" >"${tmpdir}/${mode}.stacks"
 		if ! grep -q "^[1-9][0-9]* .*${chain}\( read\)\?\$" "${tmpdir}/${mode}.stacks"; then
 			echo "  ${mode}: no kernel-mode sample with the chain ${chain}"
 			err=1
@@ -90,17 +116,18 @@ test_same_user_frames() {
 }
 
 test_summary() {
+	local sum="${tmpdir}/defer.data.summary"
+
 	echo "The join's summary adds up"
-	perf script -i "${tmpdir}/defer.data" > /dev/null 2> "${tmpdir}/summary"
-	deferred=$(summary "${tmpdir}/summary" "deferred samples")
-	joined=$(summary "${tmpdir}/summary" "joined")
-	unresolved=$(summary "${tmpdir}/summary" "unresolved samples")
-	records=$(summary "${tmpdir}/summary" "records")
-	orphans=$(summary "${tmpdir}/summary" "orphan records")
-	lost=$(summary "${tmpdir}/summary" "lost records")
+	deferred=$(summary "${sum}" "deferred samples")
+	joined=$(summary "${sum}" "joined")
+	unresolved=$(summary "${sum}" "unresolved samples")
+	records=$(summary "${sum}" "records")
+	orphans=$(summary "${sum}" "orphan records")
+	lost=$(summary "${sum}" "lost records")
 	if [ -z "${deferred}" ] || [ "${deferred}" -eq 0 ]; then
 		echo "  no deferred samples in the summary:"
-		cat "${tmpdir}/summary"
+		cat "${sum}"
 		err=1
 		return
 	fi
@@ -116,8 +143,6 @@ test_summary() {
 		echo "  ${unresolved} unresolved samples although nothing was lost"
 		err=1
 	fi
-	# Kept for the tests below: every perf command takes seconds here.
-	perf report --stats -i "${tmpdir}/defer.data" > "${tmpdir}/defer.stats" 2>/dev/null
 	stats=$(cat "${tmpdir}/defer.stats")
 	if [ "$(echo "${stats}" | summary /dev/stdin "deferred samples")" != "${deferred}" ] ||
 		[ "$(echo "${stats}" | summary /dev/stdin "unresolved samples")" != "${unresolved}" ]; then
@@ -173,6 +198,7 @@ test_inject() {
 		echo "  merged file still asks for deferred callchains"
 		err=1
 	fi
+	script_samples "${tmpdir}/merged.data"
 	# Joined samples come out when their record is read; the merged file
 	# is read in time order: compare the stacks, not their order.
 	user_stacks "${tmpdir}/merged.data" | sort > "${tmpdir}/merged.stacks"
@@ -181,13 +207,9 @@ test_inject() {
 		echo "  merged file's stacks differ from the joined ones"
 		err=1
 	fi
-	# Everything else of every sample is kept too. Addresses, not symbols:
-	# a joined sample taken in execve before the new image's loader was
-	# mapped resolves with the maps of its record's time, but at its own
-	# time in the merged file.
+	# Everything else of every sample is kept too.
 	for data in defer merged; do
-		perf script -i "${tmpdir}/${data}.data" -F tid,time,period,ip 2>/dev/null |
-			awk -v RS= '{ gsub(/\n[ \t]*/, " "); print }' | sort > "${tmpdir}/${data}.samples"
+		sample_lines "${tmpdir}/${data}.data" >"${tmpdir}/${data}.samples"
 	done
 	if [ "$(wc -l < "${tmpdir}/merged.samples")" -eq 0 ] ||
 		! cmp -s "${tmpdir}/defer.samples" "${tmpdir}/merged.samples"; then
@@ -202,7 +224,7 @@ test_pipe() {
 	# perf script stops reading the pipe while it loads the symbols of
 	# perf itself (seconds, under emulation, when they are not cached):
 	# buffers large enough that perf record loses nothing meanwhile.
-	perf record -q -m 16M -e cpu-clock -F 2000 --call-graph fp,defer -o - \
+	perf record -q -m 16M -e cpu-clock -c 1000000 --call-graph fp,defer -o - \
 		-- perf test -w syscallchain 1 2>/dev/null |
 		perf script -i - -F ip,sym > "${tmpdir}/pipe.out" 2> "${tmpdir}/pipe.summary"
 	deferred=$(summary "${tmpdir}/pipe.summary" "deferred samples")
@@ -228,7 +250,7 @@ test_per_thread() {
 
 	echo "Per-thread recordings sample time and are joined"
 	for opt in --per-thread --no-inherit; do
-		perf record -q -e cpu-clock -F 2000 --call-graph fp,defer "${opt}" -o "${data}" \
+		perf record -q -e cpu-clock -c 1000000 --call-graph fp,defer "${opt}" -o "${data}" \
 			-- perf test -w syscallchain 1
 		if ! perf evlist -v -i "${data}" | grep -q "sample_type: .*TIME.*CALLCHAIN_DEFERRED"; then
 			echo "  ${opt}: no PERF_SAMPLE_TIME with deferred callchains:"
