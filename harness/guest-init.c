@@ -48,6 +48,9 @@ int main(void)
 	mount_or_warn("proc", "/proc", "proc", 0, NULL);
 	mount_or_warn("sysfs", "/sys", "sysfs", 0, NULL);
 	mount_or_warn("devtmpfs", "/dev", "devtmpfs", 0, NULL);
+	/* What udev makes on other systems: bash's <(...) opens /dev/fd/N. */
+	if (symlink("/proc/self/fd", "/dev/fd") && errno != EEXIST)
+		perror("guest-init: /dev/fd");
 	mount_or_warn("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
 	mount_or_warn("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
 	/*

@@ -228,9 +228,12 @@ run_kselftest() {
 	rm -f "$log"
 }
 
-# The results of the perf test suite described exactly $1, one per line:
-# "NUMBER<tab>NAME", where NAME is each case's description for a suite of
-# several cases, else the suite's; nothing if perf lists no such suite.
+# The results of the perf test described exactly $1, one per line:
+# "SELECTOR<tab>NAME". A suite's SELECTOR is its number, and its results
+# are its cases (or the suite itself, of one case). A single case of a
+# suite (perf test numbers select whole suites) is selected by its
+# description, which perf test matches by substring, and reports itself.
+# Nothing if perf lists no such test.
 perf_test_cases() {
 	# from the tree, where perf test finds its shell tests (as it runs them)
 	(cd "$TREE" && "${PERF_DIR:-$BUILD/perf}/perf" test list 2>&1) | awk -v want="$1" '
@@ -242,11 +245,17 @@ perf_test_cases() {
 			if (mine) { suite = number; cases = 0 }
 			next
 		}
-		if (mine) { names[cases++] = desc }
+		if (mine)
+			names[cases++] = desc
+		else if (desc == want)
+			single = 1
 	}
 	END {
-		if (suite == "")
+		if (suite == "") {
+			if (single)
+				print want "\t" want
 			exit
+		}
 		if (cases == 0)
 			print suite "\t" want
 		for (i = 0; i < cases; i++)
@@ -254,10 +263,10 @@ perf_test_cases() {
 	}'
 }
 
-# Run the perf test suites described exactly so (by number: perf test's own
-# matching is by substring) and record each case as "perf test:CASE". A
-# description perf does not list fails: a test that vanished (renamed, not
-# built) must not pass by being silent. PERF_DIR: another build of perf.
+# Run the perf tests described exactly so (suites by number: perf test's
+# own matching is by substring) and record each case as "perf test:CASE".
+# A description perf does not list fails: a test that vanished (renamed,
+# not built) must not pass by being silent. PERF_DIR: another build of perf.
 run_perf_test() {
 	local dir=${PERF_DIR:-$BUILD/perf} desc cases numbers=() log line verdict said=""
 
