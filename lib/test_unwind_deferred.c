@@ -31,6 +31,8 @@
 #include <linux/unwind_deferred.h>
 #include <linux/wait.h>
 
+#include <asm/apic.h>
+#include <asm/irq_regs.h>
 #include <asm/nmi.h>
 
 #include <trace/events/sched.h>
@@ -122,9 +124,13 @@ static int udt_walks_base;
 
 /* Walks done since boot, counted from their tracepoint. */
 static atomic_t udt_walks = ATOMIC_INIT(0);
+/* The reads of user memory of the last walk. */
+static atomic_t udt_last_reads = ATOMIC_INIT(0);
 
-static void udt_probe_walk(void *data, u64 cookie, unsigned int nr)
+static void udt_probe_walk(void *data, u64 cookie, unsigned int nr,
+			   unsigned int reads)
 {
+	atomic_set(&udt_last_reads, reads);
 	atomic_inc(&udt_walks);
 }
 
@@ -164,8 +170,11 @@ static void udt_extra_callback(struct unwind_work *consumer,
 	WARN_ONCE(1, "extra consumer called back\n");
 }
 
-/* Make @step's request for current, here, in whatever context this is. */
-static void udt_request_here(struct udt_step *step)
+/*
+ * Make @step's request for current, here, in whatever context this is; an
+ * interrupt or NMI passes the registers it interrupted, as perf does.
+ */
+static void udt_request_here(struct udt_step *step, struct pt_regs *regs)
 {
 	struct unwind_work *consumer = &udt_consumers[step->consumer].consumer;
 	u64 cookie;
@@ -173,15 +182,15 @@ static void udt_request_here(struct udt_step *step)
 	step->in_hardirq = !!in_hardirq();
 	step->in_nmi = !!in_nmi();
 	step->cpu = raw_smp_processor_id();
-	step->ret = unwind_deferred_request(consumer, &cookie);
+	step->ret = unwind_deferred_request_from(consumer, &cookie, regs);
 	step->cookie = cookie;
 }
 
 /* Interrupt side of an IRQ or NMI step. */
-static void udt_call_here(struct udt_call *call)
+static void udt_call_here(struct udt_call *call, struct pt_regs *regs)
 {
 	if (current == call->task)
-		udt_request_here(call->step);
+		udt_request_here(call->step, regs);
 	else
 		call->step->ret = -ESTALE;	/* interrupted another task */
 	/* Pairs with smp_load_acquire() in udt_spin_until_done(). */
@@ -209,7 +218,7 @@ static bool udt_spin_until_done(struct udt_call *call)
 
 static void udt_irq_work_func(struct irq_work *work)
 {
-	udt_call_here(container_of(work, struct udt_call, work));
+	udt_call_here(container_of(work, struct udt_call, work), get_irq_regs());
 }
 
 /*
@@ -247,11 +256,19 @@ static int udt_nmi_handler(unsigned int type, struct pt_regs *regs)
 	call = this_cpu_xchg(udt_nmi_call, NULL);
 	if (!call)
 		return NMI_DONE;
-	udt_call_here(call);
+	udt_call_here(call, regs);
 	return NMI_HANDLED;
 }
 
-/* A real NMI, sent to this CPU through its local APIC. */
+/*
+ * A real NMI, sent to this CPU through its local APIC (the ICR: the
+ * self-IPI shorthand of x2APIC is for fixed vectors only).
+ */
+static void udt_send_nmi_self(void)
+{
+	__apic_send_IPI_mask(cpumask_of(smp_processor_id()), NMI_VECTOR);
+}
+
 static void udt_request_from_nmi(struct udt_step *step)
 {
 	struct udt_call call = {
@@ -261,7 +278,7 @@ static void udt_request_from_nmi(struct udt_step *step)
 
 	preempt_disable();
 	this_cpu_write(udt_nmi_call, &call);
-	apic_send_nmi_self();
+	udt_send_nmi_self();
 	if (!udt_spin_until_done(&call)) {
 		/*
 		 * If the handler has not taken the call yet, take it back so
@@ -279,7 +296,7 @@ static void udt_run_step(struct udt_step *step)
 	switch (step->context) {
 	case UDT_CTX_TASK:
 		preempt_disable();	/* so that step->cpu is where it ran */
-		udt_request_here(step);
+		udt_request_here(step, NULL);
 		preempt_enable();
 		break;
 	case UDT_CTX_IRQ:
@@ -410,6 +427,7 @@ static long udt_ioctl_result(void __user *uarg)
 	for (i = 0; i < UDT_MAX_ENTRIES; i++)
 		res->entries[i] = uc->entries[i];
 	res->walks = atomic_read(&udt_walks) - udt_walks_base;
+	res->reads = atomic_read(&udt_last_reads);
 	spin_unlock_irq(&udt_lock);
 
 	if (copy_to_user(uarg, res, sizeof(*res)))

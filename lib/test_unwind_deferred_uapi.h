@@ -84,6 +84,8 @@ struct udt_release {
  * @tgid:	out: its process id
  * @nr:		out: trace->nr of the last callback (may exceed UDT_MAX_ENTRIES)
  * @walks:	out: user stack walks done since UDT_IOC_RESET, by anyone
+ * @reads:	out: the reads of user memory of the last walk, by anyone
+ * @__pad:	zero
  * @entries:	out: the first UDT_MAX_ENTRIES entries of the last trace
  */
 struct udt_result {
@@ -94,6 +96,8 @@ struct udt_result {
 	__u32	tgid;
 	__u32	nr;
 	__u32	walks;
+	__u32	reads;
+	__u32	__pad;
 	__u64	entries[UDT_MAX_ENTRIES];
 };
 

@@ -26,7 +26,8 @@ void __sframe_unmapped(struct mm_struct *mm, unsigned long start,
 		       unsigned long end);
 int sframe_prctl(unsigned long op, unsigned long arg3, unsigned long arg4,
 		 unsigned long arg5);
-int sframe_find(unsigned long ip, struct unwind_user_frame *frame);
+int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
+		unsigned int *reads_left);
 
 static inline bool mm_has_sframe(struct mm_struct *mm)
 {
@@ -41,6 +42,19 @@ static inline bool mm_has_sframe(struct mm_struct *mm)
 static inline bool current_has_sframe(void)
 {
 	return mm_has_sframe(current->mm);
+}
+
+bool __sframe_covers_ip(struct mm_struct *mm, unsigned long ip);
+
+/*
+ * Whether an SFrame table of the current task describes the code at user
+ * address @ip: a walk from there needs the tables. NMI-safe.
+ */
+static inline bool sframe_covers_ip(unsigned long ip)
+{
+	struct mm_struct *mm = current->mm;
+
+	return mm_has_sframe(mm) && __sframe_covers_ip(mm, ip);
 }
 
 /* [start, end) is being unmapped: the tables of that code go with it. */
@@ -72,12 +86,18 @@ static inline int sframe_prctl(unsigned long op, unsigned long arg3,
 	return -EINVAL;
 }
 
-static inline int sframe_find(unsigned long ip, struct unwind_user_frame *frame)
+static inline int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
+			      unsigned int *reads_left)
 {
 	return -ENOENT;
 }
 
 static inline bool current_has_sframe(void)
+{
+	return false;
+}
+
+static inline bool sframe_covers_ip(unsigned long ip)
 {
 	return false;
 }

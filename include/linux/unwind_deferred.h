@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Deferred user stack walks: a consumer asks, from any context, for the
- * current task's user stack; the stack is walked once per kernel stay, in
+ * current task's user stack; the stack is walked once per entry context
+ * (a "stay" in the kernel, from entry until the return to user space), in
  * task context on the way back to user space, and every consumer that
  * asked is called back with it and the stay's cookie.
  * Documentation/core-api/unwind_deferred.rst has the rules.
@@ -53,14 +54,16 @@ struct unwind_work {
 int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func);
 void unwind_deferred_cancel(struct unwind_work *work);
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie);
+int unwind_deferred_request_from(struct unwind_work *work, u64 *cookie,
+				 struct pt_regs *regs);
 void unwind_deferred_mark_served(struct unwind_work *work);
 int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace);
 
 void unwind_task_init(struct task_struct *task);
 void unwind_task_free(struct task_struct *task);
 void unwind_deferred_task_exit(struct task_struct *task);
-void unwind_deferred_exec_begin(struct task_struct *task);
-void unwind_deferred_exec_end(struct task_struct *task);
+void unwind_deferred_pause(void);
+void unwind_deferred_resume(void);
 void unwind_deferred_user_rewrite(void);
 void unwind_deferred_end_stay(void);
 
@@ -121,6 +124,14 @@ static inline int unwind_deferred_request(struct unwind_work *work,
 	return -EOPNOTSUPP;
 }
 
+static inline int unwind_deferred_request_from(struct unwind_work *work,
+					       u64 *cookie,
+					       struct pt_regs *regs)
+{
+	*cookie = 0;
+	return -EOPNOTSUPP;
+}
+
 static inline void unwind_deferred_mark_served(struct unwind_work *work) {}
 
 static inline int unwind_deferred_cached(u64 cookie,
@@ -132,8 +143,8 @@ static inline int unwind_deferred_cached(u64 cookie,
 static inline void unwind_task_init(struct task_struct *task) {}
 static inline void unwind_task_free(struct task_struct *task) {}
 static inline void unwind_deferred_task_exit(struct task_struct *task) {}
-static inline void unwind_deferred_exec_begin(struct task_struct *task) {}
-static inline void unwind_deferred_exec_end(struct task_struct *task) {}
+static inline void unwind_deferred_pause(void) {}
+static inline void unwind_deferred_resume(void) {}
 static inline void unwind_user_rewrite(void) {}
 static inline void unwind_exit_work_done(void) {}
 static inline void unwind_exit_work_reset(void) {}

@@ -5,16 +5,23 @@
  * A consumer (perf, a tracer) asks from any context, NMI included, for the
  * user stack of the current task. Instead of walking it there, where page
  * faults are not allowed, the request takes the cookie of the task's
- * current kernel stay and queues a task work. On the task's way back to
- * user space the work walks the user stack once, caches it for the rest of
- * the stay, and calls back every consumer that asked, once each, with the
- * stack and the cookie. The cookie ends at the very end of the return to
- * user space (unwind_reset_info()).
+ * current entry context (its stay in the kernel, from entry until the
+ * return to user space: a "stay" for short) and queues a task work. On the
+ * task's way back to user space the work walks the user stack once,
+ * caches it for the rest of the stay, and calls back every consumer that
+ * asked, once each, with the stack and the cookie. The cookie ends at the
+ * very end of the return to user space (unwind_reset_info()).
+ *
+ * The walk reads memory the task controls, and a read may block for as
+ * long as the task wants (a page of a FUSE file whose daemon never
+ * answers): it runs only where the task may sleep, outside any RCU read
+ * section and any lock, and it has a budget of reads (unwind_user.h).
  *
  * The per-task state is touched by the task itself and by interrupts and
  * NMIs on the CPU it runs on, never by another CPU: compiler ordering and
- * cmpxchg against a nested NMI are all it needs.
+ * atomic operations against a nested NMI are all it needs.
  */
+#include <linux/irq_work.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/rculist.h>
@@ -24,7 +31,7 @@
 #include <linux/task_work.h>
 #include <linux/unwind_deferred.h>
 #include <linux/unwind_user.h>
-#include <linux/uprobes.h>
+#include <asm/sections.h>
 
 #define CREATE_TRACE_POINTS
 #include <trace/events/unwind.h>
@@ -33,11 +40,18 @@
 #define UNWIND_QUEUED		BIT(BITS_PER_LONG - 1)
 
 /*
- * In unwind_task_info::cookie: no request is deferred until the stay ends
- * (exec while de_thread() may change the task's tid). Never a real cookie,
- * whose high half is odd.
+ * In unwind_task_info::cookie: no request is deferred until
+ * unwind_deferred_resume() (an exec changing the task's tid, a uprobe
+ * moving its registers). Never a real cookie, whose high half is odd.
  */
 #define UNWIND_COOKIE_BLOCKED	1ULL
+
+/*
+ * In unwind_task_info::cache: this stay's walk had no cache to go to (the
+ * allocation failed). The consumers were called with an empty stack and
+ * the stay counts as served: the next stay tries again.
+ */
+#define UNWIND_CACHE_FAILED	((struct unwind_cache *)1UL)
 
 static_assert(UNWIND_MAX_CONSUMERS < BITS_PER_LONG);
 /* What every task_struct carries (Documentation/core-api/unwind_deferred.rst). */
@@ -66,6 +80,14 @@ DEFINE_STATIC_SRCU(callbacks_srcu);
 
 static DEFINE_PER_CPU(u32, unwind_cookie_counter);
 
+/*
+ * Raised at the end of a return to user space that left a walk queued:
+ * its own return runs the task work (unwind_deferred_end_stay()).
+ */
+static void unwind_kick(struct irq_work *work) { }
+static DEFINE_PER_CPU(struct irq_work, unwind_kick_work) =
+	IRQ_WORK_INIT_HARD(unwind_kick);
+
 /* Set from the end of the exit work to user mode (unwind_exit_work_done()). */
 DEFINE_PER_CPU(bool, unwind_exit_work_ran);
 
@@ -78,7 +100,6 @@ DEFINE_PER_CPU(bool, unwind_exit_work_ran);
 static u64 unwind_stay_cookie(struct unwind_task_info *info)
 {
 	u64 cookie = READ_ONCE(info->cookie);
-	unsigned long flags;
 	u64 taken;
 	u32 count;
 	int cpu;
@@ -88,11 +109,16 @@ static u64 unwind_stay_cookie(struct unwind_task_info *info)
 	if (cookie)
 		return cookie;
 
-	/* Same CPU for the counter and the number; the add is NMI-safe. */
-	local_irq_save(flags);
+	/*
+	 * Same CPU for the counter and the number, and the add is one
+	 * instruction, which an interrupt or NMI cannot split: preemption off
+	 * is all it needs (no interrupts-off section, whose tracepoints would
+	 * sample inside the request).
+	 */
+	preempt_disable_notrace();
 	cpu = smp_processor_id();
 	count = this_cpu_add_return(unwind_cookie_counter, 2) - 1;
-	local_irq_restore(flags);
+	preempt_enable_notrace();
 	taken = (u64)count << 32 | (cpu + 1);
 
 	/*
@@ -105,16 +131,6 @@ static u64 unwind_stay_cookie(struct unwind_task_info *info)
 	return taken;
 }
 
-/* Clear bits of ->pending; a nested NMI may set others meanwhile. */
-static void unwind_pending_clear(struct unwind_task_info *info,
-				 unsigned long bits)
-{
-	unsigned long old = READ_ONCE(info->pending);
-
-	while (!try_cmpxchg(&info->pending, &old, old & ~bits))
-		;
-}
-
 /*
  * The consumers of @bits are served in the current stay. Served is marked
  * before they leave ->pending, so a request in between sees them as one or
@@ -123,9 +139,8 @@ static void unwind_pending_clear(struct unwind_task_info *info,
 static void unwind_mark_served(struct unwind_task_info *info,
 			       unsigned long bits)
 {
-	WRITE_ONCE(info->served, info->served | bits);
-	barrier();
-	unwind_pending_clear(info, bits);
+	atomic_long_or(bits, &info->served);
+	atomic_long_andnot(bits, &info->pending);
 }
 
 /* Walk the user stack, at most once per stay. */
@@ -133,13 +148,24 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 			       struct unwind_stacktrace *trace)
 {
 	struct unwind_cache *cache = info->cache;
+	int reads;
 
 	trace->nr = 0;
 	trace->entries = NULL;
+	if (cache == UNWIND_CACHE_FAILED)
+		return;
 	if (!cache) {
-		cache = kmalloc(UNWIND_CACHE_SIZE, GFP_KERNEL);
-		if (!cache)
+		/* Charged to the task's memory cgroup: the task asked for it. */
+		cache = kmalloc(UNWIND_CACHE_SIZE, GFP_KERNEL_ACCOUNT);
+		if (!cache) {
+			/*
+			 * Nothing to walk into: this stay is served with an
+			 * empty stack, not asked again for every sample.
+			 */
+			atomic_long_set(&info->served, 0);
+			WRITE_ONCE(info->cache, UNWIND_CACHE_FAILED);
 			return;
+		}
 		cache->cookie = 0;
 		/* Read from interrupts and NMIs of the task: initialised first. */
 		barrier();
@@ -148,15 +174,15 @@ static void unwind_cached_walk(struct unwind_task_info *info, u64 cookie,
 
 	if (cache->cookie != cookie) {
 		/* A new stay: nobody is served in it yet. */
-		WRITE_ONCE(info->served, 0);
+		atomic_long_set(&info->served, 0);
 		barrier();
 		trace->entries = cache->entries;
-		unwind_user(trace, UNWIND_MAX_ENTRIES);
+		reads = unwind_user_faultable(trace, UNWIND_MAX_ENTRIES);
 		WRITE_ONCE(cache->nr, trace->nr);
 		/* The entries before the cookie: unwind_deferred_cached(). */
 		barrier();
 		WRITE_ONCE(cache->cookie, cookie);
-		trace_unwind_deferred_walk(cookie, cache->nr);
+		trace_unwind_deferred_walk(cookie, cache->nr, max(reads, 0));
 	}
 	trace->nr = cache->nr;
 	trace->entries = cache->entries;
@@ -171,19 +197,28 @@ static void unwind_deferred_run(struct unwind_task_info *info)
 	u64 cookie;
 	int idx;
 
+	/*
+	 * The walk reads memory the task controls and may block for as long
+	 * as the task wants: never in an RCU read section (sleepable ones
+	 * included), under a lock, or with preemption off
+	 * (Documentation/core-api/unwind_deferred.rst).
+	 */
+	might_sleep();
+	lockdep_assert_none_held_once();
+
 	/* From here on, a new request queues a new run. */
-	unwind_pending_clear(info, UNWIND_QUEUED);
+	atomic_long_andnot(UNWIND_QUEUED, &info->pending);
 
 	/* Taken again only when exec ended the stay under a request (NMI). */
 	cookie = unwind_stay_cookie(info);
 	if (!cookie) {
 		/* Blocked meanwhile: nobody may get this stay's stack. */
-		unwind_pending_clear(info, READ_ONCE(info->pending));
+		atomic_long_set(&info->pending, 0);
 		return;
 	}
 	unwind_cached_walk(info, cookie, &trace);
 
-	todo = READ_ONCE(info->pending) & ~UNWIND_QUEUED;
+	todo = atomic_long_read(&info->pending) & ~UNWIND_QUEUED;
 	if (!todo)
 		return;
 
@@ -232,7 +267,6 @@ void unwind_deferred_mark_served(struct unwind_work *work)
 	if (bit >= 0)
 		unwind_mark_served(&current->unwind_info, BIT(bit));
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_mark_served);
 
 /**
  * unwind_deferred_cached - the walk of the current stay, if it already ran
@@ -253,7 +287,8 @@ int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace)
 {
 	struct unwind_cache *cache = READ_ONCE(current->unwind_info.cache);
 
-	if (!cache || !cookie || READ_ONCE(cache->cookie) != cookie)
+	if (!cache || cache == UNWIND_CACHE_FAILED || !cookie ||
+	    READ_ONCE(cache->cookie) != cookie)
 		return -ENOENT;
 	/* Pairs with the barrier() of unwind_cached_walk(): same CPU. */
 	barrier();
@@ -261,7 +296,6 @@ int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace)
 	trace->entries = cache->entries;
 	return 0;
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_cached);
 
 static void unwind_deferred_work(struct callback_head *head)
 {
@@ -274,8 +308,10 @@ static bool unwind_served(struct unwind_task_info *info, u64 cookie,
 {
 	struct unwind_cache *cache = READ_ONCE(info->cache);
 
+	if (cache == UNWIND_CACHE_FAILED)
+		return true;
 	return cache && READ_ONCE(cache->cookie) == cookie &&
-	       (READ_ONCE(info->served) & bit);
+	       (atomic_long_read(&info->served) & bit);
 }
 
 /*
@@ -295,17 +331,44 @@ static int unwind_late_request(struct unwind_task_info *info,
 		*cookie = stay;
 		return 1;
 	}
-	if (READ_ONCE(info->pending) & bit) {
+	if (atomic_long_read(&info->pending) & bit) {
 		*cookie = stay;
 		return 0;
 	}
 	return -EAGAIN;
 }
 
+/*
+ * Whether a request from an NMI that interrupted @regs needs a
+ * self-interrupt to have its walk run: the NMI's own return to user space
+ * runs no exit work, and a return to user space past its last look at
+ * the thread flags runs none either. An NMI that interrupted kernel code
+ * before the exit work (the common case of PMU samples of system calls)
+ * needs none: TIF_NOTIFY_RESUME is enough. Interrupted entry or exit code
+ * (noinstr, the architecture's entry text) may be past that look; so may
+ * code after unwind_exit_work_done(). The exit loop itself, between its
+ * last look and its end, is caught by unwind_deferred_end_stay().
+ */
+static bool unwind_nmi_needs_kick(struct pt_regs *regs)
+{
+	unsigned long ip;
+
+	if (!regs || user_mode(regs) || raw_cpu_read(unwind_exit_work_ran))
+		return true;
+	ip = instruction_pointer(regs);
+	return (ip >= (unsigned long)__noinstr_text_start &&
+		ip < (unsigned long)__noinstr_text_end) ||
+	       (ip >= (unsigned long)__entry_text_start &&
+		ip < (unsigned long)__entry_text_end);
+}
+
 /**
- * unwind_deferred_request - ask for the current task's user stack
+ * unwind_deferred_request_from - ask for the current task's user stack
  * @work:	a registered consumer (unwind_deferred_init())
  * @cookie:	where to store the cookie of the current kernel stay
+ * @regs:	the registers the caller's interrupt or NMI interrupted, or
+ *		NULL: from an NMI, they say whether a self-interrupt is needed
+ *		to run the walk (see unwind_nmi_needs_kick())
  *
  * Context: any, NMI included, for the current task (NMI-safe primitives
  * only).
@@ -318,14 +381,15 @@ static int unwind_late_request(struct unwind_task_info *info,
  * when the callback already ran in this stay and returned (the same
  * @cookie, nothing queued),
  * -EINVAL for a task that has no user stack to walk (kernel threads, user
- * workers, exiting tasks), -EBUSY in a uprobe handler, -EAGAIN on the way
- * back to user space past the exit work or in an exec that is changing the
- * task's tid (walk the stack in place in these cases), -ENOENT for a
- * consumer that is not registered, -ESRCH when the task work could not be
- * queued.
+ * workers, exiting tasks), -EAGAIN on the way back to user space past the
+ * exit work, while the kernel moves the task's user registers (a uprobe
+ * hit) or in an exec that is changing the task's tid (walk the stack in
+ * place in these cases), -ENOENT for a consumer that is not registered,
+ * -ESRCH when the task work could not be queued.
  * *@cookie is 0 on error.
  */
-int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
+int unwind_deferred_request_from(struct unwind_work *work, u64 *cookie,
+				 struct pt_regs *regs)
 {
 	struct task_struct *task = current;
 	struct unwind_task_info *info = &task->unwind_info;
@@ -339,14 +403,6 @@ int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 		return -ENOENT;
 	if (!is_user_task(task) || (task->flags & PF_EXITING))
 		return -EINVAL;
-	/*
-	 * A uprobe handler's stay returns to the probed instruction's copy:
-	 * the walk would start from the probed address, and at a function's
-	 * entry, a common case, miss the caller. The requester's own walk,
-	 * from the handler, knows better.
-	 */
-	if (uprobe_task_in_handler(task))
-		return -EBUSY;
 
 	bit = BIT(nr);
 	/* Interrupts off: the flag is this CPU's, and so is the task. */
@@ -359,36 +415,53 @@ int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 	if (unwind_served(info, *cookie, bit))
 		return 1;
 
-	old = READ_ONCE(info->pending);
-	do {
-		if (old & bit)
-			return 0;
-	} while (!try_cmpxchg(&info->pending, &old, old | bit | UNWIND_QUEUED));
-	if (old & UNWIND_QUEUED)
+	/*
+	 * Asked already: queued, or its callback is running (the run clears
+	 * UNWIND_QUEUED first, the consumer's bit once it is served).
+	 */
+	if (atomic_long_read(&info->pending) & bit)
+		return 0;
+	/* Another consumer queued the run: it serves this one too. */
+	old = atomic_long_fetch_or(bit | UNWIND_QUEUED, &info->pending);
+	if (old & (bit | UNWIND_QUEUED))
 		return 0;
 
 	/*
-	 * The return to user space after an NMI runs no exit work, and an
-	 * NMI may come past the exit work of the task's return:
-	 * TWA_NMI_CURRENT raises a self-interrupt whose return runs it.
-	 * Anything else (an interrupt, the task itself) came before the exit
-	 * work (see above), which will run it: no interrupt needed. Requests
-	 * come from perf samples taken under raw locks: no allocation
-	 * (KASAN's aux stack) either.
+	 * Anything but an NMI (an interrupt, the task itself) came before
+	 * the exit work (see above), which will run the walk. So did most
+	 * NMIs; the others raise a self-interrupt whose return runs it
+	 * (TWA_NMI_CURRENT). Requests come from perf samples taken under raw
+	 * locks: no allocation (KASAN's aux stack) either.
 	 */
-	if (in_nmi())
+	if (in_nmi() && unwind_nmi_needs_kick(regs))
 		ret = task_work_add(task, &info->work, TWA_NMI_CURRENT);
 	else
 		ret = task_work_add(task, &info->work,
 				    TWA_RESUME | TWAF_NO_ALLOC);
 	if (ret) {
-		unwind_pending_clear(info, bit | UNWIND_QUEUED);
+		atomic_long_andnot(bit | UNWIND_QUEUED, &info->pending);
 		*cookie = 0;
 		return ret;
 	}
 	return 0;
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_request);
+
+/**
+ * unwind_deferred_request - ask for the current task's user stack
+ * @work:	a registered consumer (unwind_deferred_init())
+ * @cookie:	where to store the cookie of the current kernel stay
+ *
+ * Context: any, NMI included, for the current task.
+ *
+ * As unwind_deferred_request_from() without the interrupted registers:
+ * from an NMI, a self-interrupt runs the walk.
+ *
+ * Return: as unwind_deferred_request_from().
+ */
+int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
+{
+	return unwind_deferred_request_from(work, cookie, NULL);
+}
 
 /**
  * unwind_deferred_init - become a consumer of deferred user stacks
@@ -416,7 +489,6 @@ int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func)
 	list_add_rcu(&work->list, &callbacks);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_init);
 
 /**
  * unwind_deferred_cancel - stop being a consumer
@@ -450,7 +522,21 @@ void unwind_deferred_cancel(struct unwind_work *work)
 	scoped_guard(mutex, &callbacks_mutex)
 		__clear_bit(bit, &unwind_mask);
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_cancel);
+
+/*
+ * The stay is over: forget what it served and walked, so that its cookie,
+ * should a CPU's counter wrap round to it, is a new stay; a failed cache
+ * allocation is tried again in the next.
+ */
+static void unwind_forget_stay(struct unwind_task_info *info)
+{
+	struct unwind_cache *cache = info->cache;
+
+	if (cache == UNWIND_CACHE_FAILED)
+		WRITE_ONCE(info->cache, NULL);
+	else if (cache)
+		cache->cookie = 0;
+}
 
 /**
  * unwind_deferred_end_stay - end the kernel stay of the current task
@@ -458,18 +544,24 @@ EXPORT_SYMBOL_GPL(unwind_deferred_cancel);
  * Context: the very end of the return to user space, interrupts off,
  * through unwind_reset_info() (only when the stay has a cookie).
  *
- * The next request takes a new cookie. A run that is still due (asked for
- * from an NMI after the exit work, see TWA_NMI_CURRENT) keeps the stay
- * going until the interrupt it raised has run it: the user stack does not
- * change in between.
+ * The next request takes a new cookie. A run that is still due keeps the
+ * stay going until an interrupt's return to user space runs it, before
+ * any user instruction: the user stack does not change in between. An
+ * NMI past the exit work raised that interrupt itself (TWA_NMI_CURRENT);
+ * one in the exit loop after its last look at the thread flags asked for
+ * no interrupt, and is raised here.
  */
 void unwind_deferred_end_stay(void)
 {
 	struct unwind_task_info *info = &current->unwind_info;
 	u64 cookie = READ_ONCE(info->cookie);
+	unsigned long pending = atomic_long_read(&info->pending);
 
-	if (READ_ONCE(info->pending))
+	if (pending) {
+		if (pending & UNWIND_QUEUED)
+			irq_work_queue(this_cpu_ptr(&unwind_kick_work));
 		return;
+	}
 	WRITE_ONCE(info->cookie, 0);
 	barrier();
 	/*
@@ -477,16 +569,11 @@ void unwind_deferred_end_stay(void)
 	 * ending cookie: give it back. An NMI after the clear took a new
 	 * cookie, which stays.
 	 */
-	if (unlikely(READ_ONCE(info->pending)) &&
+	if (unlikely(atomic_long_read(&info->pending)) &&
 	    !cmpxchg64(&info->cookie, 0, cookie))
 		return;
 
-	/*
-	 * The stay is over: forget what it served and walked, so that its
-	 * cookie, should a CPU's counter wrap round to it, is a new stay.
-	 */
-	if (info->cache)
-		info->cache->cookie = 0;
+	unwind_forget_stay(info);
 }
 
 /**
@@ -505,7 +592,8 @@ void unwind_task_init(struct task_struct *task)
  */
 void unwind_task_free(struct task_struct *task)
 {
-	kfree(task->unwind_info.cache);
+	if (task->unwind_info.cache != UNWIND_CACHE_FAILED)
+		kfree(task->unwind_info.cache);
 	task->unwind_info.cache = NULL;
 }
 
@@ -521,7 +609,7 @@ void unwind_deferred_task_exit(struct task_struct *task)
 {
 	struct unwind_task_info *info = &task->unwind_info;
 
-	if (!(READ_ONCE(info->pending) & UNWIND_QUEUED))
+	if (!(atomic_long_read(&info->pending) & UNWIND_QUEUED))
 		return;
 	if (task_work_cancel(task, &info->work))
 		unwind_deferred_run(info);
@@ -538,12 +626,14 @@ static void unwind_end_stay_now(struct unwind_task_info *info, u64 next)
 
 	for (;;) {
 		cookie = READ_ONCE(info->cookie);
-		if (READ_ONCE(info->pending) & UNWIND_QUEUED) {
+		if (atomic_long_read(&info->pending) & UNWIND_QUEUED) {
 			/*
 			 * Not on the task's list: task_work_run() took it and
-			 * runs it next, in this stay. Let it.
+			 * runs it next, in this stay. No caller runs inside a
+			 * task work; should one, the walk runs later, and may
+			 * see a stack the requests did not.
 			 */
-			if (!task_work_cancel(current, &info->work))
+			if (WARN_ON_ONCE(!task_work_cancel(current, &info->work)))
 				return;
 			unwind_deferred_run(info);
 			/* An NMI may have asked again meanwhile: look again. */
@@ -551,7 +641,7 @@ static void unwind_end_stay_now(struct unwind_task_info *info, u64 next)
 		}
 		if (!try_cmpxchg64(&info->cookie, &cookie, next))
 			continue;
-		if (!(READ_ONCE(info->pending) & UNWIND_QUEUED))
+		if (!(atomic_long_read(&info->pending) & UNWIND_QUEUED))
 			break;
 		/*
 		 * An NMI between the test and the clear queued a run under
@@ -562,21 +652,20 @@ static void unwind_end_stay_now(struct unwind_task_info *info, u64 next)
 		if (!try_cmpxchg64(&info->cookie, &cleared, cookie))
 			break;
 	}
-	if (info->cache)
-		info->cache->cookie = 0;
+	unwind_forget_stay(info);
 }
 
 /**
  * unwind_deferred_user_rewrite - the user registers or stack are rewritten
  *
- * Context: current, task context, may sleep and fault; through
- * unwind_user_rewrite() (only when the stay has a cookie).
+ * Context: current, task context, may sleep and fault, no lock held;
+ * through unwind_user_rewrite() (only when the stay has a cookie).
  *
  * Where the kernel rewrites the task's user registers or stack inside one
- * stay (signal frame setup, rt_sigreturn, a ptrace stop, uprobe call
- * emulation), the samples taken so far saw the old stack: the pending walk
- * runs now, against it, and the stay ends there. A later request takes a
- * new cookie and gets the stack the task returns to.
+ * stay (signal frame setup, rt_sigreturn, a ptrace stop), the samples
+ * taken so far saw the old stack: the pending walk runs now, against it,
+ * and the stay ends there. A later request takes a new cookie and gets
+ * the stack the task returns to.
  */
 void unwind_deferred_user_rewrite(void)
 {
@@ -584,30 +673,35 @@ void unwind_deferred_user_rewrite(void)
 }
 
 /**
- * unwind_deferred_exec_begin - end the stay of a task at exec
- * @task:	current, at exec's point of no return, old mm still in place
+ * unwind_deferred_pause - run the pending walk, then defer nothing for now
  *
- * A pending walk runs against the old image, which is what the requests
- * saw, while the task still has the tid its samples carry. Then requests
- * are walked in place (-EAGAIN) until unwind_deferred_exec_end(): de_thread()
- * may give a thread its leader's tid, and a record written after would not
- * carry the tid of its samples.
+ * Context: current, task context, may sleep and fault, no lock held.
+ *
+ * For a stretch of code that holds locks or an RCU read section while it
+ * changes what a walk would see: the user registers (a uprobe hit, whose
+ * handlers and call emulation run in an RCU read section), or the task's
+ * tid (exec: de_thread() may give a thread its leader's, and a record
+ * written after would not carry the tid of its samples). The pending walk
+ * runs here, against the stack the requests saw, and until
+ * unwind_deferred_resume() requests are walked in place (-EAGAIN): no walk
+ * runs inside the stretch.
  */
-void unwind_deferred_exec_begin(struct task_struct *task)
+void unwind_deferred_pause(void)
 {
-	unwind_end_stay_now(&task->unwind_info, UNWIND_COOKIE_BLOCKED);
+	unwind_end_stay_now(&current->unwind_info, UNWIND_COOKIE_BLOCKED);
 }
 
 /**
- * unwind_deferred_exec_end - the exec's task has its final tid
- * @task:	current, after de_thread()
+ * unwind_deferred_resume - defer requests again
  *
- * A request later in this execve takes a new cookie and gets the new
- * image's stack.
+ * Context: current, the end of the stretch unwind_deferred_pause() began,
+ * or later.
+ *
+ * A later request takes a new cookie and gets the stack the task has then.
  */
-void unwind_deferred_exec_end(struct task_struct *task)
+void unwind_deferred_resume(void)
 {
 	u64 blocked = UNWIND_COOKIE_BLOCKED;
 
-	try_cmpxchg64(&task->unwind_info.cookie, &blocked, 0);
+	try_cmpxchg64(&current->unwind_info.cookie, &blocked, 0);
 }

@@ -9,7 +9,10 @@
  * page in, so a stack page that is not resident does not end the walk. In
  * exchange the walk trusts nothing it reads: each frame must lie strictly
  * above the previous one and be word aligned, and any failure ends the
- * walk with what was collected.
+ * walk with what was collected. Nor does it let the task decide how long
+ * it takes: a walk has a budget of user reads (UNWIND_USER_MAX_READS),
+ * stack and table reads alike, and yields the CPU between frames; when the
+ * budget runs out, the walk ends with what it found.
  */
 #include <linux/ptrace.h>
 #include <linux/sched.h>
@@ -20,12 +23,18 @@
 #include <linux/uprobes.h>
 #include <asm/unwind_user.h>
 
-/* Read one word of the user stack; compat tasks have 4-byte words. */
+/*
+ * Read one word of the user stack, charged to the walk's budget; compat
+ * tasks have 4-byte words.
+ */
 static int unwind_user_read(unsigned long addr, unsigned int word,
-			    unsigned long *val)
+			    unsigned long *val, unsigned int *reads_left)
 {
 	u32 val32;
 
+	if (!*reads_left)
+		return -E2BIG;
+	(*reads_left)--;
 	if (word == sizeof(unsigned long))
 		return get_user(*val, (unsigned long __user *)addr);
 
@@ -102,6 +111,7 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
  * @sp:		the frame's stack pointer
  * @fp:		the frame pointer register, as the frame left it
  * @word:	the task's word size
+ * @reads_left:	the user reads the walk may still make
  * @topmost:	the frame is the one the task stopped in
  * @sframe:	the task has SFrame tables (64-bit tasks only)
  * @done:	nothing more to walk
@@ -111,6 +121,7 @@ struct unwind_user_state {
 	unsigned long	sp;
 	unsigned long	fp;
 	unsigned int	word;
+	unsigned int	reads_left;
 	bool		topmost;
 	bool		sframe;
 	bool		done;
@@ -137,9 +148,11 @@ static void unwind_user_next_common(struct unwind_user_state *state,
 	if (cfa <= state->sp || cfa & (state->word - 1))
 		goto done;
 	if (frame->fp_off &&
-	    unwind_user_read(cfa + frame->fp_off, state->word, &fp))
+	    unwind_user_read(cfa + frame->fp_off, state->word, &fp,
+			     &state->reads_left))
 		goto done;
-	if (unwind_user_read(cfa + frame->ra_off, state->word, &ra) || !ra)
+	if (unwind_user_read(cfa + frame->ra_off, state->word, &ra,
+			     &state->reads_left) || !ra)
 		goto done;
 
 	state->ip = ra;
@@ -162,7 +175,7 @@ static void unwind_user_next(struct unwind_user_state *state)
 	 */
 	if (state->sframe)
 		ret = sframe_find(state->topmost ? state->ip : state->ip - 1,
-				  &frame);
+				  &frame, &state->reads_left);
 	if (ret == -ENOENT)
 		unwind_user_fp_frame(&frame, state->word);
 	else if (ret)
@@ -171,7 +184,7 @@ static void unwind_user_next(struct unwind_user_state *state)
 }
 
 /**
- * unwind_user - walk the current task's user stack
+ * unwind_user_faultable - walk the current task's user stack
  * @trace:	its @entries is where to store the user addresses, innermost
  *		first; its @nr is set to how many were stored
  * @max_entries: the most entries to store
@@ -184,11 +197,14 @@ static void unwind_user_next(struct unwind_user_state *state)
  * the task describes is stepped over by that table; any other by its
  * frame pointer, a frame being two words, the caller's frame pointer and
  * the return address (asm/unwind_user.h). Compat tasks are walked by
- * their frame pointers only.
+ * their frame pointers only. The walk makes at most UNWIND_USER_MAX_READS
+ * reads of user memory, and ends with what it found when they run out.
  *
- * Return: 0, or -EINVAL when there is no user stack to walk (no entry).
+ * Return: the number of reads of user memory the walk made, or -EINVAL
+ * when there is no user stack to walk (no entry).
  */
-int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries)
+int unwind_user_faultable(struct unwind_stacktrace *trace,
+			  unsigned int max_entries)
 {
 	struct pt_regs *regs = task_pt_regs(current);
 	unsigned long *entries = trace->entries;
@@ -205,6 +221,7 @@ int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries)
 		.sp		= user_stack_pointer(regs),
 		.fp		= unwind_user_frame_pointer(regs),
 		.word		= unwind_user_word_size(regs),
+		.reads_left	= UNWIND_USER_MAX_READS,
 		.topmost	= true,
 	};
 	state.sframe = state.word == sizeof(long) && current_has_sframe();
@@ -217,6 +234,8 @@ int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries)
 	state.ip = unwind_uretprobe_fixup(&ur, unwind_user_ip(regs));
 	entries[nr++] = state.ip;
 	while (nr < max_entries) {
+		/* The task may make each frame cost reads: give others the CPU. */
+		cond_resched();
 		unwind_user_next(&state);
 		if (state.done)
 			break;
@@ -224,5 +243,5 @@ int unwind_user(struct unwind_stacktrace *trace, unsigned int max_entries)
 		entries[nr++] = state.ip;
 	}
 	trace->nr = nr;
-	return 0;
+	return UNWIND_USER_MAX_READS - state.reads_left;
 }

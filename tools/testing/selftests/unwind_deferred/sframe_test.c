@@ -813,6 +813,150 @@ TEST_F(sframe, unsorted_fdes_end_the_walk)
 }
 
 /*
+ * The worst table a process can register: one function of 1 MiB whose
+ * rows are as many as a function may have (the kernel's cap is 8,192; real
+ * code needs up to some 6,700), and a recursion inside it, deeper than a
+ * walk goes. Each frame's return address lies past its last row: a walk
+ * by the table reads every row for every frame, millions of reads for the
+ * whole stack. The walk's budget (UNWIND_USER_MAX_READS) ends it instead,
+ * with what it found.
+ */
+#define WORST_CODE_SIZE		(1024 * 1024)
+#define WORST_BODY_ROWS		8000
+#define WORST_DEPTH		600
+#define WORST_MAX_READS		16384	/* UNWIND_USER_MAX_READS */
+#define FRE_TYPE_ADDR4		2
+#define WORST_FRE_LEN(fp)	(4 + 1 + ((fp) ? 2 : 1))
+
+/*
+ * deep(depth, cb, arg): push %rbp, zero it, make a frame, slide through
+ * the body; then deep(depth - 1, cb, arg), or cb(arg) at depth 0.
+ */
+static const unsigned char worst_tail[] = {
+	0x48, 0x85, 0xff,		/* +0:  test %rdi,%rdi */
+	0x74, 0x0a,			/* +3:  je   +15 */
+	0x48, 0xff, 0xcf,		/* +5:  dec  %rdi */
+	0xe8, 0, 0, 0, 0,		/* +8:  call deep (rel32 filled in) */
+	0xeb, 0x08,			/* +13: jmp  +23 */
+	0x48, 0x89, 0xf0,		/* +15: mov  %rsi,%rax */
+	0x48, 0x89, 0xd7,		/* +18: mov  %rdx,%rdi */
+	0xff, 0xd0,			/* +21: call *%rax */
+	0x48, 0x83, 0xc4, 0x08,		/* +23: add  $8,%rsp */
+	0x5d,				/* +27: pop  %rbp */
+	0xc3,				/* +28: ret */
+};
+
+static unsigned char *worst_fre(unsigned char *p, uint32_t start, int cfa,
+				int fp)
+{
+	memcpy(p, &start, 4);
+	p[4] = FRE_INFO(fp ? 2 : 1);
+	p[5] = cfa;
+	if (fp)
+		p[6] = fp;
+	return p + WORST_FRE_LEN(fp);
+}
+
+TEST_F(sframe, worst_table_walk_ends_within_its_budget)
+{
+	size_t tail = WORST_CODE_SIZE - sizeof(worst_tail), body_rows = WORST_BODY_ROWS;
+	size_t fre_len, table_size, map_size, i;
+	unsigned char *map, *code, *table, *p;
+	uint32_t u32, nr_fres = body_rows + 4;
+	int32_t rel, start;
+	struct cb_walk w = { .fd = self->fd };
+	struct udt_result res;
+	double t0, t1;
+	long ret;
+	uint16_t u16;
+
+	fre_len = WORST_FRE_LEN(0) * 2 + WORST_FRE_LEN(1) * (body_rows + 2);
+	table_size = SFRAME_HDR_SIZE + SFRAME_FDE_V2_SIZE + fre_len;
+	map_size = WORST_CODE_SIZE + ((table_size + self->jit.page - 1) & ~(self->jit.page - 1));
+	map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, map) TH_LOG("mmap: %s", strerror(errno));
+	code = map;
+	table = map + WORST_CODE_SIZE;
+
+	/* The code: prologue, a body of nops, the tail. */
+	memset(code, 0x90, WORST_CODE_SIZE);
+	memcpy(code, "\x55\x31\xed\x48\x83\xec\x08", 7);
+	memcpy(code + tail, worst_tail, sizeof(worst_tail));
+	rel = -(int32_t)(tail + 13);
+	memcpy(code + tail + 9, &rel, 4);
+
+	/* The table: header, one FDE, the rows. */
+	p = table;
+	u16 = SFRAME_MAGIC;
+	memcpy(p, &u16, 2);
+	p[2] = 2;
+	p[3] = SFRAME_F_FDE_SORTED | SFRAME_F_PCREL;
+	p[4] = SFRAME_ABI_AMD64;
+	p[5] = 0;
+	p[6] = (unsigned char)-8;
+	p[7] = 0;
+	u32 = 1;
+	memcpy(p + 8, &u32, 4);
+	memcpy(p + 12, &nr_fres, 4);
+	u32 = fre_len;
+	memcpy(p + 16, &u32, 4);
+	u32 = 0;
+	memcpy(p + 20, &u32, 4);
+	u32 = SFRAME_FDE_V2_SIZE;
+	memcpy(p + 24, &u32, 4);
+	p += SFRAME_HDR_SIZE;
+	start = (long)code - (long)p;
+	memcpy(p, &start, 4);
+	u32 = WORST_CODE_SIZE;
+	memcpy(p + 4, &u32, 4);
+	u32 = 0;
+	memcpy(p + 8, &u32, 4);
+	memcpy(p + 12, &nr_fres, 4);
+	p[16] = FRE_TYPE_ADDR4;
+	p += SFRAME_FDE_V2_SIZE;
+	p = worst_fre(p, 0, 8, 0);
+	p = worst_fre(p, 1, 16, -16);
+	/* One row per stretch of the body, all the same rule. */
+	for (i = 0; i < body_rows; i++)
+		p = worst_fre(p, 7 + i * ((tail - 7) / body_rows), 24, -16);
+	p = worst_fre(p, tail + 27, 16, -16);
+	p = worst_fre(p, tail + 28, 8, 0);
+	ASSERT_EQ(table_size, (size_t)(p - table));
+
+	ASSERT_EQ(0, mprotect(code, WORST_CODE_SIZE, PROT_READ | PROT_EXEC))
+		TH_LOG("mprotect: %s", strerror(errno));
+	ASSERT_EQ(0, sframe_add((unsigned long)table, table_size, (unsigned long)code,
+				WORST_CODE_SIZE))
+		TH_LOG("the worst table, refused: %s", strerror(errno));
+
+	t0 = now();
+	ret = ((long (*)(long, sframe_cb, void *))(uintptr_t)code)(WORST_DEPTH, cb_walk, &w);
+	t1 = now();
+	ASSERT_EQ(0, ret) TH_LOG("the request: %s", strerror(-ret));
+	ASSERT_EQ(0, w.req.steps[0].ret);
+	ASSERT_EQ(0, get_result(self->fd, 0, &res));
+	TH_LOG("a walk through %d frames of one function of %d rows: %u entries, %u reads, %.1f ms",
+	       WORST_DEPTH, (int)nr_fres, res.nr, res.reads, (t1 - t0) * 1e3);
+	/* Its budget ended the walk, well before the recursion did. */
+	EXPECT_EQ(WORST_MAX_READS, res.reads)
+		TH_LOG("expected the walk to spend its %d reads of user memory, seen %u",
+		       WORST_MAX_READS, res.reads);
+	EXPECT_GT(10, res.nr) TH_LOG("expected the walk cut short, seen %u entries", res.nr);
+	/*
+	 * With what it found: the system call, the callback, then the
+	 * recursion's frames, each some 8,000 reads.
+	 */
+	ASSERT_LE(4, res.nr) TH_LOG("expected 4 entries or more, seen %u", res.nr);
+	EXPECT_EQ((__u64)w.c.ret[0], res.entries[1]);
+	EXPECT_EQ((__u64)(uintptr_t)(code + tail + 23), res.entries[2]);
+	EXPECT_EQ((__u64)w.cb_ret, res.entries[2]);
+	EXPECT_EQ((__u64)(uintptr_t)(code + tail + 13), res.entries[3]);
+
+	sframe_remove((unsigned long)code);
+	munmap(map, map_size);
+}
+
+/*
  * Random damage to a good table: registered or refused, every walk ends,
  * starts at the right IP and stays within its bounds. The damage repeats:
  * seed 1, or SFRAME_FUZZ_SEED from the environment (printed either way).

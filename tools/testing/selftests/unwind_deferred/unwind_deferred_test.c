@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../kselftest_harness.h"
+#include "../perf_events/deferred_iwi.h"
 #include "udt_hook.h"
 
 /* argv[1] of the image that the exec test starts. */
@@ -378,6 +379,49 @@ TEST_F(unwind, first_request_from_nmi_takes_the_cookie)
 TEST_F(unwind, first_request_from_irq_takes_the_cookie)
 {
 	first_request_takes_the_cookie(_metadata, self->fd, UDT_CTX_IRQ);
+}
+
+/*
+ * An NMI that interrupts kernel code before the exit work (a PMU sample of
+ * a system call) needs no self-interrupt: the return to user space runs the
+ * walk anyway. Raising one for every NMI request made it 1 per request.
+ */
+#define NMI_STAYS		200
+#define NMI_MAX_IWI_PER_STAY	0.05
+
+TEST_F(unwind, nmi_requests_in_kernel_code_raise_no_interrupt)
+{
+	long long before, after;
+	struct udt_result res;
+	double per_stay;
+	int i;
+
+	before = iwi_count();
+	ASSERT_LE(0, before) TH_LOG("no IWI line in /proc/interrupts");
+	for (i = 0; i < NMI_STAYS; i++) {
+		struct udt_request req = { };
+
+		add_step(&req, 0, UDT_CTX_NMI);
+		ASSERT_EQ(0, request(self->fd, &req))
+			TH_LOG("REQUEST %d: %s", i, strerror(errno));
+		ASSERT_TRUE(req.steps[0].in_nmi);
+		ASSERT_EQ(0, req.steps[0].ret)
+			TH_LOG("stay %d: expected 0 (queued), seen %d", i,
+			       req.steps[0].ret);
+	}
+	after = iwi_count();
+
+	/* Every walk ran, each before its system call returned. */
+	ASSERT_EQ(0, get_result(self->fd, 0, &res));
+	EXPECT_EQ(NMI_STAYS, res.calls)
+		TH_LOG("expected %d callbacks, one per stay, seen %u", NMI_STAYS,
+		       res.calls);
+	per_stay = (double)(after - before) / NMI_STAYS;
+	TH_LOG("%d NMI requests from kernel code: %lld interrupt work interrupts, %.3f per request",
+	       NMI_STAYS, after - before, per_stay);
+	EXPECT_GE(NMI_MAX_IWI_PER_STAY, per_stay)
+		TH_LOG("expected at most %.2f self-interrupts per NMI request, seen %.3f",
+		       NMI_MAX_IWI_PER_STAY, per_stay);
 }
 
 TEST_F(unwind, each_stay_has_its_own_cookie_and_walk)
