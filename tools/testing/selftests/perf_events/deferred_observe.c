@@ -1664,6 +1664,60 @@ TEST(io_uring_workers_are_not_deferred)
 }
 
 /*
+ * An event that took samples in a stay and stopped observing the task
+ * before the walk still gets the stay's record: it was allowed to see that
+ * stack. PERF_EVENT_IOC_REFRESH lets the event take REFRESH_SAMPLES samples
+ * and disables it, in the middle of a long readv(); the record of that
+ * stay comes to its buffer all the same. (A disabled event got nothing,
+ * and the samples stayed without record.)
+ */
+#define REFRESH_SAMPLES		3
+#define REFRESH_ROUNDS		20
+
+TEST(disabled_event_still_gets_the_record_of_its_samples)
+{
+	struct perf_event_attr attr = clock_attr(PERF_COUNT_SW_TASK_CLOCK);
+	__u32 tid = gettid_();
+	int round, deferred = 0, unresolved = 0;
+	__u64 first_cookie = 0;
+	struct burner b;
+	struct ring r;
+	size_t i, at;
+
+	burner_init(_metadata, &b);
+	open_ring(_metadata, &r, &attr, 0, -1, DATA_PAGES);
+	for (round = 0; round < REFRESH_ROUNDS; round++) {
+		ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_REFRESH, REFRESH_SAMPLES))
+			TH_LOG("PERF_EVENT_IOC_REFRESH: %s", strerror(errno));
+		ASSERT_TRUE(burn(&b));
+		ring_drain(&r);
+	}
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r);
+	ASSERT_EQ(0, r.nr_malformed) TH_LOG("malformed records: %s", r.why);
+
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *rr = &r.rec[i];
+
+		if (rr->type != PERF_RECORD_SAMPLE || rr->tid != tid || !rr->cookie)
+			continue;
+		deferred++;
+		if (records_of(&r, rr->cookie, &at) != 1 && !unresolved++)
+			first_cookie = rr->cookie;
+	}
+	TH_LOG("%d rounds of %d samples: %d deferred samples, %d without their record",
+	       REFRESH_ROUNDS, REFRESH_SAMPLES, deferred, unresolved);
+	ASSERT_LE(REFRESH_ROUNDS, deferred)
+		TH_LOG("expected a deferred sample in each round's readv(), saw %d", deferred);
+	EXPECT_EQ(0, unresolved)
+		TH_LOG("%d samples of the disabled event not joined (first: cookie %#llx)",
+		       unresolved, (unsigned long long)first_cookie);
+
+	close_ring(&r);
+	burner_fini(&b);
+}
+
+/*
  * event_enabled_after_the_walk_walks_in_place: a thread waits in one
  * io_uring_enter() for three pipe reads. io_uring runs the task's task work
  * in its wait loop, the deferred walk included, before the system call

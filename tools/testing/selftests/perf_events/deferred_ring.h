@@ -55,6 +55,7 @@ struct ring {
 	__u64 sample_type;
 	bool sample_id_all;
 	bool keep_tail;		/* never advance data_tail (no reader) */
+	size_t hold_back;	/* read bytes not handed back to the kernel */
 	struct perf_event_mmap_page *meta;
 	char *data;
 	size_t data_size;
@@ -283,7 +284,8 @@ static inline void ring_parse(struct ring *r, const __u64 *w, struct ring_record
 
 /*
  * Copy out and parse every record between data_tail and data_head, then
- * hand the space back to the kernel unless r->keep_tail.
+ * hand the space back to the kernel unless r->keep_tail, all of it but the
+ * last r->hold_back bytes.
  * Returns the number of records read, -1 on a broken ring.
  */
 static inline int ring_drain(struct ring *r)
@@ -326,8 +328,9 @@ static inline int ring_drain(struct ring *r)
 		r->off += hdr.size;
 		n++;
 	}
-	if (!r->keep_tail)
-		__atomic_store_n(&r->meta->data_tail, r->off, __ATOMIC_RELEASE);
+	if (!r->keep_tail && r->off > r->hold_back)
+		__atomic_store_n(&r->meta->data_tail, r->off - r->hold_back,
+				 __ATOMIC_RELEASE);
 	return n;
 }
 
