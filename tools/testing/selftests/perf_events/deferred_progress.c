@@ -1329,8 +1329,13 @@ TEST(lost_record_is_not_taken_for_written)
 	ASSERT_LT(r.hold_back, r.off)
 		TH_LOG("%d getppid() wrote less than %zu bytes", LOST_SYSCALLS,
 		       r.hold_back);
+	/*
+	 * The records of the deep stays: a tick's stay in code a walk by
+	 * frame pointers cannot leave (a compat libc) has a small one.
+	 */
 	for (i = l.first; i < l.end; i++)
-		records += r.rec[i].type == PERF_RECORD_CALLCHAIN_DEFERRED;
+		records += r.rec[i].type == PERF_RECORD_CALLCHAIN_DEFERRED &&
+			   r.rec[i].nr >= LOST_MAX_STACK;
 	EXPECT_EQ(0, records)
 		TH_LOG("a record of %d frames fit in %d bytes", LOST_MAX_STACK,
 		       LOST_ROOM);
