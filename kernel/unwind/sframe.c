@@ -76,12 +76,13 @@
  * @text_start:	the code it describes
  * @text_end:	its end
  * @fdes_start:	the function descriptor entries (FDEs), sorted
- * @fres_start:	the frame row entries (FREs)
+ * @fres_start:	the frame row entries (FREs; in version 3, each function's
+ *		FREs come after a record of the function)
  * @fres_end:	their end
  * @num_fdes:	number of FDEs
- * @version:	SFRAME_VERSION_1 or _2
+ * @version:	SFRAME_VERSION_1, _2 or _3
  * @flags:	the header's SFRAME_F_*
- * @fde_size:	bytes of an FDE (17 or 20)
+ * @fde_size:	bytes of an FDE (17, 20 or 16)
  * @ra_off:	the return address's offset from the CFA in every frame; 0
  *		when each FRE gives it
  * @fp_off:	the same for the saved frame pointer
@@ -126,6 +127,11 @@ static int sframe_parse_header(const struct sframe_header *hdr,
 	case SFRAME_VERSION_2:
 		sec->fde_size = sizeof(struct sframe_fde_v2);
 		known |= SFRAME_F_FDE_FUNC_START_PCREL;
+		break;
+	case SFRAME_VERSION_3:
+		/* Version 3 dropped the frame pointer flag. */
+		sec->fde_size = sizeof(struct sframe_fde_v3);
+		known = SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL;
 		break;
 	default:
 		return -EINVAL;
@@ -622,30 +628,115 @@ static int sframe_read(void *buf, unsigned long addr, size_t len,
 	return 0;
 }
 
-/* The start of the function of the FDE at @fde_addr. */
+/**
+ * struct sframe_func - a function's description, whatever the version
+ * @start:	the function's address
+ * @size:	its bytes
+ * @fres:	its first FRE, in the process's memory
+ * @fres_num:	its FREs
+ * @info:	the FDE's info byte: FRE start size, PC type (v3: signal)
+ * @info2:	v3's second info byte, the data words' type; 0 (DEFAULT) before
+ * @rep_size:	the block size of a PCMASK function
+ */
+struct sframe_func {
+	unsigned long	start;
+	u32		size;
+	unsigned long	fres;
+	u32		fres_num;
+	u8		info;
+	u8		info2;
+	u8		rep_size;
+};
+
+/*
+ * The start of the function of the FDE at @fde_addr: @start_off from the
+ * field (PCREL: the field is the FDE's first) or from the section.
+ */
 static unsigned long sframe_func_start(const struct sframe_section *sec,
-				       unsigned long fde_addr, s32 start_addr)
+				       unsigned long fde_addr, s64 start_off)
 {
 	unsigned long base = sec->sframe_start;
 
 	if (sec->flags & SFRAME_F_FDE_FUNC_START_PCREL)
 		base = fde_addr;
-	return base + (long)start_addr;
+	return base + (long)start_off;
+}
+
+/* The start field of the FDE at @addr: 32 bits, 64 in version 3. */
+static int sframe_read_start(const struct sframe_section *sec,
+			     unsigned long addr, unsigned long fdes_end,
+			     s64 *start_off, unsigned int *reads_left)
+{
+	s32 start32;
+	int ret;
+
+	if (sec->version == SFRAME_VERSION_3)
+		return sframe_read(start_off, addr, sizeof(*start_off), fdes_end,
+				   reads_left);
+	ret = sframe_read(&start32, addr, sizeof(start32), fdes_end, reads_left);
+	*start_off = start32;
+	return ret;
+}
+
+/* The rest of the function's description, from the FDE at @addr. */
+static int sframe_read_func(const struct sframe_section *sec,
+			    unsigned long addr, unsigned long fdes_end,
+			    struct sframe_func *func, unsigned int *reads_left)
+{
+	unsigned long fres_len = sec->fres_end - sec->fres_start;
+	struct sframe_fde_v3 fde3;
+	struct sframe_fda_v3 fda;
+	struct sframe_fde_v2 fde;
+	int ret;
+
+	if (sec->version != SFRAME_VERSION_3) {
+		/* Version 1's FDE is the start of version 2's: the rest stays 0. */
+		memset(&fde, 0, sizeof(fde));
+		ret = sframe_read(&fde, addr, sec->fde_size, fdes_end, reads_left);
+		if (ret)
+			return ret;
+		if (fde.fres_off >= fres_len)
+			return -EINVAL;
+		func->size = fde.func_size;
+		func->fres = sec->fres_start + fde.fres_off;
+		func->fres_num = fde.fres_num;
+		func->info = fde.info;
+		func->info2 = SFRAME_V3_FDE_TYPE_DEFAULT;
+		func->rep_size = sec->version == SFRAME_VERSION_1 ?
+				 SFRAME_V1_AMD64_REP_SIZE : fde.rep_size;
+		return 0;
+	}
+
+	ret = sframe_read(&fde3, addr, sizeof(fde3), fdes_end, reads_left);
+	if (ret)
+		return ret;
+	if (fde3.fres_off >= fres_len)
+		return -EINVAL;
+	addr = sec->fres_start + fde3.fres_off;
+	ret = sframe_read(&fda, addr, sizeof(fda), sec->fres_end, reads_left);
+	if (ret)
+		return ret;
+	func->size = fde3.func_size;
+	func->fres = addr + sizeof(fda);
+	func->fres_num = fda.fres_num;
+	func->info = fda.info;
+	func->info2 = fda.info2;
+	func->rep_size = fda.rep_size;
+	return 0;
 }
 
 /*
- * The FDE of the function that holds @ip: the last one that starts at or
- * below it, if @ip is inside it. -ESRCH when none describes @ip.
+ * The function that holds @ip: the last FDE that starts at or below it,
+ * if @ip is inside its function. -ESRCH when none describes @ip.
  */
-static int sframe_find_fde(const struct sframe_section *sec, unsigned long ip,
-			   struct sframe_fde_v2 *fde, unsigned long *func_start,
-			   unsigned int *reads_left)
+static int sframe_find_func(const struct sframe_section *sec, unsigned long ip,
+			    struct sframe_func *func, unsigned int *reads_left)
 {
 	unsigned long fdes_end = sec->fdes_start +
 				 (unsigned long)sec->num_fdes * sec->fde_size;
 	u32 lo = 0, hi = sec->num_fdes, found = U32_MAX;
 	unsigned long addr, start = 0;
-	s32 start_addr;
+	s64 start_off;
 	int ret;
 
 	while (lo < hi) {
@@ -653,11 +744,11 @@ static int sframe_find_fde(const struct sframe_section *sec, unsigned long ip,
 		unsigned long mid_start;
 
 		addr = sec->fdes_start + (unsigned long)mid * sec->fde_size;
-		ret = sframe_read(&start_addr, addr, sizeof(start_addr), fdes_end,
-				  reads_left);
+		ret = sframe_read_start(sec, addr, fdes_end, &start_off,
+					reads_left);
 		if (ret)
 			return ret;
-		mid_start = sframe_func_start(sec, addr, start_addr);
+		mid_start = sframe_func_start(sec, addr, start_off);
 		if (mid_start <= ip) {
 			found = mid;
 			start = mid_start;
@@ -669,15 +760,13 @@ static int sframe_find_fde(const struct sframe_section *sec, unsigned long ip,
 	if (found == U32_MAX)
 		return -ESRCH;
 
-	/* Version 1's FDE is the start of version 2's: the rest stays 0. */
-	memset(fde, 0, sizeof(*fde));
 	addr = sec->fdes_start + (unsigned long)found * sec->fde_size;
-	ret = sframe_read(fde, addr, sec->fde_size, fdes_end, reads_left);
+	ret = sframe_read_func(sec, addr, fdes_end, func, reads_left);
 	if (ret)
 		return ret;
-	if (ip - start >= fde->func_size)
+	if (ip - start >= func->size)
 		return -ESRCH;
-	*func_start = start;
+	func->start = start;
 	return 0;
 }
 
@@ -709,7 +798,7 @@ static int sframe_fre_offset_size(u8 fre_info)
 	}
 }
 
-/* Little-endian like the table: unsigned FRE starts, signed offsets. */
+/* Little-endian like the table, unsigned: FRE starts and data words. */
 static u32 sframe_get_u(const u8 *p, int size)
 {
 	switch (size) {
@@ -722,30 +811,27 @@ static u32 sframe_get_u(const u8 *p, int size)
 	}
 }
 
-static s32 sframe_get_s(const u8 *p, int size)
+/* A data word of @size bytes read as a signed offset. */
+static s32 sframe_sext(u32 word, int size)
 {
 	switch (size) {
 	case 1:
-		return (s8)*p;
+		return (s8)word;
 	case 2:
-		return (s16)get_unaligned_le16(p);
+		return (s16)word;
 	default:
-		return (s32)get_unaligned_le32(p);
+		return (s32)word;
 	}
 }
 
-/* The frame an FRE describes, from its info byte and offsets. */
-static int sframe_fre_frame(const struct sframe_section *sec, u8 info,
-			    const s32 *offsets, struct unwind_user_frame *frame)
+/* The frame of an FRE of a DEFAULT function: every data word an offset. */
+static int sframe_default_frame(const struct sframe_section *sec, u8 info,
+				const s32 *offsets, struct unwind_user_frame *frame)
 {
 	unsigned int nr = SFRAME_FRE_OFFSET_COUNT(info), i = 1;
 
-	memset(frame, 0, sizeof(*frame));
-	/* A row without offsets: the return address is undefined, the end. */
-	if (!nr) {
-		frame->outermost = true;
-		return 0;
-	}
+	if (nr > 3)
+		return -EINVAL;
 	frame->use_fp = SFRAME_FRE_CFA_BASE_REG(info) == SFRAME_BASE_REG_FP;
 	frame->cfa_off = offsets[0];
 
@@ -768,39 +854,96 @@ static int sframe_fre_frame(const struct sframe_section *sec, u8 info,
 }
 
 /*
- * The FRE of @fde that covers @ip: the last one that starts at or below
+ * The frame of an FRE of a FLEX function (version 3): a control word and
+ * an offset for the CFA, then for the return address and the frame
+ * pointer, where a control word of 0 alone stands for the default rule.
+ * The walk knows the stack and frame pointers of every frame, no other
+ * register: a rule based on another one ends the walk.
+ */
+static int sframe_flex_frame(const struct sframe_section *sec, u8 info,
+			     const u32 *words, int size,
+			     struct unwind_user_frame *frame)
+{
+	unsigned int nr = SFRAME_FRE_OFFSET_COUNT(info), i = 2;
+	u32 ctl;
+
+	if (nr < 2)
+		return -EINVAL;
+	ctl = words[0];
+	if (!SFRAME_V3_FLEX_REG_P(ctl))
+		return -EINVAL;
+	switch (SFRAME_V3_FLEX_REGNUM(ctl)) {
+	case SFRAME_AMD64_DWARF_RSP:
+		break;
+	case SFRAME_AMD64_DWARF_RBP:
+		frame->use_fp = true;
+		break;
+	default:
+		return -EINVAL;
+	}
+	frame->cfa_deref = SFRAME_V3_FLEX_DEREF_P(ctl);
+	frame->cfa_off = sframe_sext(words[1], size);
+
+	/* The return address: saved at an offset from the CFA, nothing else. */
+	frame->ra_off = sec->ra_off;
+	if (i < nr) {
+		ctl = words[i++];
+		if (ctl) {
+			if (i == nr || SFRAME_V3_FLEX_REG_P(ctl) ||
+			    !SFRAME_V3_FLEX_DEREF_P(ctl))
+				return -EINVAL;
+			frame->ra_off = sframe_sext(words[i++], size);
+		}
+	}
+
+	/* The frame pointer: saved from the CFA or from the frame pointer. */
+	frame->fp_off = sec->fp_off;
+	if (i < nr) {
+		ctl = words[i++];
+		if (i == nr || !SFRAME_V3_FLEX_DEREF_P(ctl))
+			return -EINVAL;
+		if (SFRAME_V3_FLEX_REG_P(ctl)) {
+			if (SFRAME_V3_FLEX_REGNUM(ctl) != SFRAME_AMD64_DWARF_RBP)
+				return -EINVAL;
+			frame->fp_from_fp = true;
+		}
+		frame->fp_off = sframe_sext(words[i++], size);
+	}
+
+	if (i != nr || !frame->ra_off)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The FRE of @func that covers @ip: the last one that starts at or below
  * it. FREs are variable-sized, so they are read one by one from the
  * function's first, each inside the FRE sub-section.
  */
 static int sframe_find_fre(const struct sframe_section *sec,
-			   const struct sframe_fde_v2 *fde,
-			   unsigned long func_start, unsigned long ip,
+			   const struct sframe_func *func, unsigned long ip,
 			   struct unwind_user_frame *frame, unsigned int *reads_left)
 {
 	s32 offsets[SFRAME_FRE_MAX_OFFSETS];
-	int addr_size, off_size, nr, j, ret;
+	u32 words[SFRAME_FRE_MAX_OFFSETS];
+	int addr_size, off_size = 0, nr, j, ret;
 	u8 buf[SFRAME_FRE_MAX_SIZE];
-	unsigned long pc = ip - func_start, addr, len;
+	unsigned long pc = ip - func->start, addr, len;
 	u32 i, start, prev = 0;
 	bool found = false;
 	u8 info = 0;
 
-	addr_size = sframe_fre_addr_size(fde->info);
+	addr_size = sframe_fre_addr_size(func->info);
 	if (addr_size < 0)
 		return addr_size;
-	if (SFRAME_FUNC_FDE_TYPE(fde->info) == SFRAME_FDE_TYPE_PCMASK) {
-		u32 rep = sec->version == SFRAME_VERSION_1 ?
-			  SFRAME_V1_AMD64_REP_SIZE : fde->rep_size;
-
-		if (!rep)
+	if (SFRAME_FUNC_FDE_TYPE(func->info) == SFRAME_FDE_TYPE_PCMASK) {
+		if (!func->rep_size)
 			return -EINVAL;
-		pc %= rep;
+		pc %= func->rep_size;
 	}
-	if (fde->fres_off >= sec->fres_end - sec->fres_start)
-		return -EINVAL;
 
-	addr = sec->fres_start + fde->fres_off;
-	for (i = 0; i < fde->fres_num; i++) {
+	addr = func->fres;
+	for (i = 0; i < func->fres_num; i++) {
 		if (i == SFRAME_MAX_FRES_SCANNED)
 			return -EINVAL;
 		if (addr >= sec->fres_end)
@@ -825,16 +968,32 @@ static int sframe_find_fre(const struct sframe_section *sec,
 		    SFRAME_FRE_MANGLED_RA(info) ||
 		    addr_size + 1 + nr * off_size > len)
 			return -EINVAL;
-		for (j = 0; j < nr; j++)
-			offsets[j] = sframe_get_s(buf + addr_size + 1 + j * off_size,
-						  off_size);
+		for (j = 0; j < nr; j++) {
+			words[j] = sframe_get_u(buf + addr_size + 1 + j * off_size,
+						off_size);
+			offsets[j] = sframe_sext(words[j], off_size);
+		}
 		found = true;
 		prev = start;
 		addr += addr_size + 1 + nr * off_size;
 	}
 	if (!found)
 		return -ESRCH;
-	return sframe_fre_frame(sec, info, offsets, frame);
+
+	memset(frame, 0, sizeof(*frame));
+	/* A row without data words: the return address is undefined, the end. */
+	if (!SFRAME_FRE_OFFSET_COUNT(info)) {
+		frame->outermost = true;
+		return 0;
+	}
+	switch (SFRAME_V3_FDE_TYPE(func->info2)) {
+	case SFRAME_V3_FDE_TYPE_DEFAULT:
+		return sframe_default_frame(sec, info, offsets, frame);
+	case SFRAME_V3_FDE_TYPE_FLEX:
+		return sframe_flex_frame(sec, info, words, off_size, frame);
+	default:
+		return -EINVAL;
+	}
 }
 
 /**
@@ -871,8 +1030,7 @@ int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
 {
 	struct mm_struct *mm = current->mm;
 	struct sframe_section *sec;
-	struct sframe_fde_v2 fde;
-	unsigned long func_start;
+	struct sframe_func func;
 	int ret;
 
 	if (!mm)
@@ -887,9 +1045,26 @@ int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
 	if (!sec)
 		return -ENOENT;
 
-	ret = sframe_find_fde(sec, ip, &fde, &func_start, reads_left);
-	if (!ret)
-		ret = sframe_find_fre(sec, &fde, func_start, ip, frame, reads_left);
+	ret = sframe_find_func(sec, ip, &func, reads_left);
+	if (ret)
+		goto out;
+	if (sec->version == SFRAME_VERSION_3) {
+		/* A signal's restorer: no FRE says more than the mark. */
+		if (SFRAME_V3_FDE_SIGNAL(func.info)) {
+			memset(frame, 0, sizeof(*frame));
+			frame->signal = true;
+			goto out;
+		}
+		/* A DEFAULT function without FREs marks the outermost frame. */
+		if (!func.fres_num &&
+		    SFRAME_V3_FDE_TYPE(func.info2) == SFRAME_V3_FDE_TYPE_DEFAULT) {
+			memset(frame, 0, sizeof(*frame));
+			frame->outermost = true;
+			goto out;
+		}
+	}
+	ret = sframe_find_fre(sec, &func, ip, frame, reads_left);
+out:
 	/* Code the table leaves out is walked by frame pointers only if it keeps them. */
 	if (ret == -ESRCH)
 		ret = sec->flags & SFRAME_F_FRAME_POINTER ? -ENOENT : -ESRCH;

@@ -112,7 +112,8 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
  * @fp:		the frame pointer register, as the frame left it
  * @word:	the task's word size
  * @reads_left:	the user reads the walk may still make
- * @topmost:	the frame is the one the task stopped in
+ * @topmost:	the frame is the one the task stopped in, or one a signal
+ *		interrupted: its @ip is exact, not a return address
  * @sframe:	the task has SFrame tables (64-bit tasks only)
  * @done:	nothing more to walk
  */
@@ -127,6 +128,35 @@ struct unwind_user_state {
 	bool		done;
 };
 
+/*
+ * Step from a signal's restorer to the context the signal interrupted, as
+ * the signal frame at the stack pointer saved it. Its instruction pointer
+ * is where the task was, not a return address: it is looked up as is, like
+ * the topmost frame's.
+ */
+static void unwind_user_signal(struct unwind_user_state *state)
+{
+	unsigned long ip, sp, fp;
+
+	if (unwind_user_read(state->sp + UNWIND_USER_SIGFRAME_IP, state->word,
+			     &ip, &state->reads_left) ||
+	    unwind_user_read(state->sp + UNWIND_USER_SIGFRAME_SP, state->word,
+			     &sp, &state->reads_left) ||
+	    unwind_user_read(state->sp + UNWIND_USER_SIGFRAME_FP, state->word,
+			     &fp, &state->reads_left))
+		goto done;
+	/* The signal frame lies below the context it saved. */
+	if (!ip || sp <= state->sp || sp & (state->word - 1))
+		goto done;
+	state->ip = ip;
+	state->sp = sp;
+	state->fp = fp;
+	state->topmost = true;
+	return;
+done:
+	state->done = true;
+}
+
 /* Step from the frame of @state to its caller's, by the rule @frame. */
 static void unwind_user_next_common(struct unwind_user_state *state,
 				    const struct unwind_user_frame *frame)
@@ -135,6 +165,10 @@ static void unwind_user_next_common(struct unwind_user_state *state,
 
 	if (frame->outermost)
 		goto done;
+	if (frame->signal) {
+		unwind_user_signal(state);
+		return;
+	}
 	if (frame->use_fp) {
 		if (state->fp < state->sp)
 			goto done;
@@ -143,13 +177,16 @@ static void unwind_user_next_common(struct unwind_user_state *state,
 		cfa = state->sp;
 	}
 	cfa += frame->cfa_off;
+	if (frame->cfa_deref &&
+	    unwind_user_read(cfa, state->word, &cfa, &state->reads_left))
+		goto done;
 
 	/* Strictly above the frame (no wrap either), word aligned. */
 	if (cfa <= state->sp || cfa & (state->word - 1))
 		goto done;
-	if (frame->fp_off &&
-	    unwind_user_read(cfa + frame->fp_off, state->word, &fp,
-			     &state->reads_left))
+	if ((frame->fp_off || frame->fp_from_fp) &&
+	    unwind_user_read((frame->fp_from_fp ? state->fp : cfa) + frame->fp_off,
+			     state->word, &fp, &state->reads_left))
 		goto done;
 	if (unwind_user_read(cfa + frame->ra_off, state->word, &ra,
 			     &state->reads_left) || !ra)

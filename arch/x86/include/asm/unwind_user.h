@@ -7,8 +7,10 @@
 #ifndef _ASM_X86_UNWIND_USER_H
 #define _ASM_X86_UNWIND_USER_H
 
+#include <linux/stddef.h>
 #include <linux/unwind_user_types.h>
 #include <asm/ptrace.h>
+#include <asm/sigframe.h>
 
 static inline unsigned int unwind_user_word_size(struct pt_regs *regs)
 {
@@ -35,6 +37,19 @@ static inline void unwind_user_fp_frame(struct unwind_user_frame *frame,
 		.use_fp		= true,
 	};
 }
+
+/*
+ * A 64-bit signal's restorer runs with the stack pointer at the signal
+ * frame's ucontext: the handler's return popped the frame's first word,
+ * the restorer's address. The interrupted context's instruction, stack
+ * and frame pointers are in its uc_mcontext, at these offsets from it.
+ */
+#define UNWIND_USER_SIGFRAME_REG(reg)					\
+	(offsetof(struct rt_sigframe, uc.uc_mcontext.reg) -		\
+	 offsetof(struct rt_sigframe, uc))
+#define UNWIND_USER_SIGFRAME_IP		UNWIND_USER_SIGFRAME_REG(ip)
+#define UNWIND_USER_SIGFRAME_SP		UNWIND_USER_SIGFRAME_REG(sp)
+#define UNWIND_USER_SIGFRAME_FP		UNWIND_USER_SIGFRAME_REG(bp)
 
 /*
  * vm86 stacks are segmented; nothing here knows how to walk them (the

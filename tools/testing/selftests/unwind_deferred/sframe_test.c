@@ -28,6 +28,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <linux/prctl.h>
 
@@ -615,6 +616,341 @@ TEST_F(sframe, generated_code_with_a_registered_table)
 	}
 }
 
+/*
+ * Version 3 tables of generated code: DEFAULT and FLEX functions, the
+ * outermost-frame mark, and a signal restorer.
+ */
+#define SFRAME_FDE_V3_SIZE	16
+#define SFRAME_FDA_V3_SIZE	5
+#define V3_FDE_SIGNAL		0x80
+#define V3_FDE_TYPE_FLEX	1
+/* FLEX control words: register (DWARF %rbp 6, %rsp 7) or CFA, dereferenced */
+#define FLEX_CTL(reg, deref, reg_p)	((reg) << 3 | (deref) << 1 | (reg_p))
+#define FLEX_CFA_RSP(deref)	FLEX_CTL(7, deref, 1)
+#define FLEX_AT_CFA		FLEX_CTL(0, 1, 0)
+#define FLEX_AT_RBP		FLEX_CTL(6, 1, 1)
+
+/*
+ * A row of a version 3 table, from @start on: the CFA is %rsp + @cfa (the
+ * word there with @cfa_deref); %rbp is saved at CFA + @fp (at %rbp + @fp
+ * with @fp_at_rbp), not saved when both are 0; @outermost: no data words.
+ */
+struct v3_row {
+	unsigned char start;
+	signed char cfa, fp;
+	bool cfa_deref, fp_at_rbp, outermost;
+};
+
+/*
+ * Write at @t (in memory at @t_addr) a version 3 table of one function at
+ * @code of @size bytes with @rows, its data words DEFAULT or FLEX, or a
+ * signal restorer without rows; returns its size.
+ */
+static size_t v3_table(unsigned char *t, unsigned long t_addr,
+		       unsigned long code, uint32_t size, bool flex,
+		       bool signal, const struct v3_row *rows, size_t nr)
+{
+	size_t at = SFRAME_HDR_SIZE + SFRAME_FDE_V3_SIZE + SFRAME_FDA_V3_SIZE;
+	int64_t start = (int64_t)(code - (t_addr + SFRAME_HDR_SIZE));
+	uint32_t u32;
+	uint16_t u16;
+	size_t i;
+
+	memset(t, 0, 1024);
+	u16 = SFRAME_MAGIC;
+	memcpy(t, &u16, 2);
+	t[2] = 3;
+	t[3] = SFRAME_F_FDE_SORTED | SFRAME_F_PCREL;
+	t[4] = SFRAME_ABI_AMD64;
+	t[6] = (unsigned char)-8;	/* the return address: at CFA - 8 */
+	u32 = 1;
+	memcpy(t + 8, &u32, 4);
+	u32 = nr;
+	memcpy(t + 12, &u32, 4);
+	u32 = SFRAME_FDE_V3_SIZE;	/* FREs right after the FDE */
+	memcpy(t + 24, &u32, 4);
+
+	/* the FDE: start (from the field), size, its record at FRE offset 0 */
+	memcpy(t + SFRAME_HDR_SIZE, &start, 8);
+	memcpy(t + SFRAME_HDR_SIZE + 8, &size, 4);
+	/* the function's record: FREs, info, info2, rep_size */
+	u16 = nr;
+	memcpy(t + SFRAME_HDR_SIZE + SFRAME_FDE_V3_SIZE, &u16, 2);
+	t[SFRAME_HDR_SIZE + SFRAME_FDE_V3_SIZE + 2] = signal ? V3_FDE_SIGNAL : 0;
+	t[SFRAME_HDR_SIZE + SFRAME_FDE_V3_SIZE + 3] = flex ? V3_FDE_TYPE_FLEX : 0;
+
+	for (i = 0; i < nr; i++) {
+		const struct v3_row *r = &rows[i];
+		bool fp = r->fp || r->fp_at_rbp;
+
+		t[at++] = r->start;
+		if (r->outermost) {
+			t[at++] = 0;
+			continue;
+		}
+		if (!flex) {
+			t[at++] = FRE_INFO(fp ? 2 : 1);
+			t[at++] = r->cfa;
+			if (fp)
+				t[at++] = r->fp;
+			continue;
+		}
+		/* CFA pair; then a padding word for the RA and the FP pair */
+		t[at++] = (fp ? 5 : 2) << 1;
+		t[at++] = FLEX_CFA_RSP(r->cfa_deref);
+		t[at++] = r->cfa;
+		if (fp) {
+			t[at++] = 0;
+			t[at++] = r->fp_at_rbp ? FLEX_AT_RBP : FLEX_AT_CFA;
+			t[at++] = r->fp;
+		}
+	}
+	u32 = at - SFRAME_HDR_SIZE - SFRAME_FDE_V3_SIZE;
+	memcpy(t + 16, &u32, 4);
+	return at;
+}
+
+/* jit_rows as a version 3 table: the call row outermost if asked. */
+static size_t jit_v3_table(const struct jit *j, bool flex, int outermost_row)
+{
+	struct v3_row rows[ARRAY_SIZE(jit_rows)];
+	size_t i;
+
+	memset(rows, 0, sizeof(rows));
+	for (i = 0; i < ARRAY_SIZE(jit_rows); i++) {
+		rows[i].start = jit_rows[i].start;
+		rows[i].cfa = jit_rows[i].cfa;
+		rows[i].fp = jit_rows[i].fp;
+		rows[i].outermost = (int)i == outermost_row;
+	}
+	return v3_table(j->table, (unsigned long)j->table,
+			(unsigned long)j->code, sizeof(jit_code), flex, false,
+			rows, ARRAY_SIZE(rows));
+}
+
+TEST_F(sframe, version_3_tables_default_and_flex)
+{
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	size_t size;
+	int flex;
+
+	for (flex = 0; flex < 2; flex++) {
+		const char *what = flex ? "version 3, FLEX" : "version 3, DEFAULT";
+
+		size = jit_v3_table(&self->jit, flex, -1);
+		ASSERT_EQ(0, jit_add(&self->jit, size)) TH_LOG("%s: %s", what,
+							       strerror(errno));
+		ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+		expect_jit_walk(_metadata, &self->jit, &w, &cj, &res, what);
+		ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+	}
+}
+
+/*
+ * The outermost-frame mark: a row without data words, or a DEFAULT
+ * function without rows, ends the walk at that frame, where the same
+ * table without the mark goes on (version_3_tables_default_and_flex).
+ */
+TEST_F(sframe, version_3_outermost_frame_ends_the_walk)
+{
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	size_t size;
+
+	size = jit_v3_table(&self->jit, false, JIT_CALL_ROW);
+	ASSERT_EQ(0, jit_add(&self->jit, size)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_stop(_metadata, &self->jit, &w, &cj, &res,
+			"the call's row marked outermost");
+	ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+
+	size = v3_table(self->jit.table, (unsigned long)self->jit.table,
+			(unsigned long)self->jit.code, sizeof(jit_code), false,
+			false, NULL, 0);
+	ASSERT_EQ(0, jit_add(&self->jit, size)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_stop(_metadata, &self->jit, &w, &cj, &res,
+			"a DEFAULT function without rows");
+	ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+}
+
+/*
+ * A frame only FLEX rules describe: at its call the CFA is a word saved
+ * at the stack pointer (as after a realignment) and %rbp points at a copy
+ * of the caller's %rbp, whose next word is not a return address: a walk
+ * by frame pointer goes astray there, one by these rules does not.
+ */
+static const unsigned char realigned_code[] = {
+	0x55,					/* 0x00: push %rbp */
+	0x48, 0x83, 0xec, 0x20,			/* 0x01: sub  $0x20,%rsp */
+	0x48, 0x8b, 0x44, 0x24, 0x20,		/* 0x05: mov  0x20(%rsp),%rax */
+	0x48, 0x89, 0x44, 0x24, 0x08,		/* 0x0a: mov  %rax,0x8(%rsp) */
+	0x48, 0x8d, 0x6c, 0x24, 0x08,		/* 0x0f: lea  0x8(%rsp),%rbp */
+	0x48, 0xc7, 0x44, 0x24, 0x10,		/* 0x14: movq $1,0x10(%rsp) */
+	0x01, 0x00, 0x00, 0x00,
+	0x48, 0x8d, 0x44, 0x24, 0x30,		/* 0x1d: lea  0x30(%rsp),%rax */
+	0x48, 0x89, 0x04, 0x24,			/* 0x22: mov  %rax,(%rsp) */
+	0x48, 0x89, 0xf8,			/* 0x26: mov  %rdi,%rax */
+	0x48, 0x89, 0xf7,			/* 0x29: mov  %rsi,%rdi */
+	0xff, 0xd0,				/* 0x2c: call *%rax */
+	0x48, 0x83, 0xc4, 0x20,			/* 0x2e: add  $0x20,%rsp */
+	0x5d,					/* 0x32: pop  %rbp */
+	0xc3,					/* 0x33: ret */
+};
+
+#define REALIGNED_AT	0x100	/* in the generated code's page */
+#define REALIGNED_RET	0x2e
+
+static const struct v3_row realigned_rows[] = {
+	{ .start = 0x00, .cfa = 8 },
+	{ .start = 0x01, .cfa = 16, .fp = -16 },
+	{ .start = 0x05, .cfa = 48, .fp = -16 },
+	{ .start = 0x2c, .cfa = 0, .cfa_deref = true, .fp = 0, .fp_at_rbp = true },
+	{ .start = 0x2e, .cfa = 48, .fp = -16 },
+	{ .start = 0x32, .cfa = 16, .fp = -16 },
+	{ .start = 0x33, .cfa = 8 },
+};
+
+/* Copy @len bytes of code to @at in the generated code's page. */
+static void jit_put(struct __test_metadata *_metadata, const struct jit *j,
+		    size_t at, const void *code, size_t len)
+{
+	ASSERT_EQ(0, mprotect(j->code, j->page, PROT_READ | PROT_WRITE));
+	memcpy(j->code + at, code, len);
+	ASSERT_EQ(0, mprotect(j->code, j->page, PROT_READ | PROT_EXEC));
+}
+
+TEST_F(sframe, version_3_flex_rules_walk_a_realigned_frame)
+{
+	struct jit j = self->jit;
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	size_t size;
+
+	jit_put(_metadata, &self->jit, REALIGNED_AT, realigned_code,
+		sizeof(realigned_code));
+	j.code += REALIGNED_AT;
+
+	/* By frame pointers: the word after the copy is 1, not a return address. */
+	ASSERT_EQ(0, walk_jit(&j, self->fd, &w, &cj, &res));
+	ASSERT_EQ((unsigned long)j.code + REALIGNED_RET, w.cb_ret);
+	EXPECT_FALSE(res.nr >= 5 && res.entries[4] == cj.ret)
+		TH_LOG("without its table the walk went through: the test proves nothing");
+
+	size = v3_table(j.table, (unsigned long)j.table, (unsigned long)j.code,
+			sizeof(realigned_code), true, false, realigned_rows,
+			ARRAY_SIZE(realigned_rows));
+	ASSERT_EQ(0, sframe_add((unsigned long)j.table, size,
+				(unsigned long)j.code, sizeof(realigned_code)))
+		TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, walk_jit(&j, self->fd, &w, &cj, &res));
+	EXPECT_LE(5, res.nr) TH_LOG("expected 5 entries or more, seen %u", res.nr);
+	if (res.nr >= 5) {
+		EXPECT_EQ((__u64)j.code + REALIGNED_RET, res.entries[2]);
+		EXPECT_TRUE(res.entries[3] > (unsigned long)call_jit &&
+			    res.entries[3] < (unsigned long)call_jit + 256)
+			TH_LOG("entries[3]: expected in call_jit() at %p, seen %#llx",
+			       call_jit, (unsigned long long)res.entries[3]);
+		EXPECT_EQ((__u64)cj.ret, res.entries[4])
+			TH_LOG("entries[4]: expected %#lx, call_jit()'s return address, seen %#llx",
+			       cj.ret, (unsigned long long)res.entries[4]);
+	}
+	ASSERT_EQ(0, sframe_remove((unsigned long)j.code));
+}
+
+/*
+ * A signal restorer of the generated code, marked as one in its table:
+ * the walk from the handler steps from it into the context the signal
+ * interrupted, as the signal frame saved it. Its table covers the byte
+ * before the restorer too, where the lookup of a return address lands.
+ */
+static const unsigned char restorer_code[] = {
+	0x90,					/* 0x00: nop */
+	0xb8, 0x0f, 0x00, 0x00, 0x00,		/* 0x01: mov $15,%eax (rt_sigreturn) */
+	0x0f, 0x05,				/* 0x06: syscall */
+};
+
+#define RESTORER_AT	0x200
+#define SA_RESTORER_FLAG	0x04000000
+
+struct kernel_sigaction {
+	void (*handler)(int sig, siginfo_t *info, void *uc);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+
+struct signal_walk {
+	int fd;
+	unsigned long rip;		/* where the signal interrupted */
+	unsigned long handler_ret;	/* the restorer */
+	struct chain c;
+	struct udt_request req;
+	long ret;
+};
+
+static struct signal_walk *signal_walk;
+
+static NOIPA void signal_walk_handler(int sig, siginfo_t *info, void *ucp)
+{
+	ucontext_t *uc = ucp;
+	struct signal_walk *s = signal_walk;
+
+	s->rip = uc->uc_mcontext.gregs[REG_RIP];
+	s->handler_ret = (unsigned long)__builtin_return_address(0);
+	memset(&s->req, 0, sizeof(s->req));
+	add_step(&s->req, 0, UDT_CTX_TASK);
+	s->ret = sframe_syscall(__NR_ioctl, s->fd, UDT_IOC_REQUEST,
+				(long)&s->req, &s->c.ret[0]);
+	asm volatile("" : : : "memory");	/* not a tail call */
+}
+
+TEST_F(sframe, version_3_signal_restorer_steps_into_the_interrupted_context)
+{
+	unsigned char *restorer = self->jit.code + RESTORER_AT;
+	unsigned char *table = self->jit.table + 0x400;
+	struct kernel_sigaction ksa = {
+		.handler	= signal_walk_handler,
+		.flags		= SA_SIGINFO | SA_RESTORER_FLAG,
+		.restorer	= (void (*)(void))(restorer + 1),
+	};
+	struct signal_walk s = { .fd = self->fd };
+	struct udt_result res;
+	size_t size;
+
+	jit_put(_metadata, &self->jit, RESTORER_AT, restorer_code,
+		sizeof(restorer_code));
+	size = v3_table(table, (unsigned long)table, (unsigned long)restorer,
+			sizeof(restorer_code), false, true, NULL, 0);
+	ASSERT_EQ(0, sframe_add((unsigned long)table, size,
+				(unsigned long)restorer, sizeof(restorer_code)))
+		TH_LOG("%s", strerror(errno));
+	signal_walk = &s;
+	ASSERT_EQ(0, syscall(SYS_rt_sigaction, SIGUSR1, &ksa, NULL, 8))
+		TH_LOG("rt_sigaction: %s", strerror(errno));
+	ASSERT_EQ(0, syscall(SYS_tgkill, getpid(), sys_gettid(), SIGUSR1));
+	signal(SIGUSR1, SIG_DFL);
+	ASSERT_EQ(0, s.ret) TH_LOG("the handler's request: %s", strerror(-s.ret));
+	ASSERT_EQ(0, s.req.steps[0].ret);
+	ASSERT_EQ(0, get_result(self->fd, 0, &res)) TH_LOG("%s", strerror(errno));
+
+	ASSERT_EQ((unsigned long)restorer + 1, s.handler_ret);
+	EXPECT_LE(4, res.nr) TH_LOG("expected 4 entries or more, seen %u", res.nr);
+	if (res.nr >= 4) {
+		EXPECT_EQ((__u64)(unsigned long)sframe_syscall_ip, res.entries[0]);
+		EXPECT_EQ((__u64)s.c.ret[0], res.entries[1]);
+		EXPECT_EQ((__u64)s.handler_ret, res.entries[2]);
+		EXPECT_EQ((__u64)s.rip, res.entries[3])
+			TH_LOG("entries[3]: expected %#lx, the interrupted ip, seen %#llx",
+			       s.rip, (unsigned long long)res.entries[3]);
+	}
+	ASSERT_EQ(0, sframe_remove((unsigned long)restorer));
+}
+
 /* A header prctl(PR_SFRAME_ADD) refuses: one byte of a good one changed. */
 struct bad_header {
 	const char *what;
@@ -627,7 +963,7 @@ TEST_F(sframe, bad_tables_are_refused)
 	static const struct bad_header bad[] = {
 		{ "a bad magic", 0, 0x00 },
 		{ "version 0", 2, 0 },
-		{ "version 3", 2, 3 },
+		{ "version 4", 2, 4 },
 		{ "version 1 with PC-relative starts", 2, 1 },
 		{ "FDEs not sorted", 3, 0 },
 		{ "an unknown flag", 3, SFRAME_F_FDE_SORTED | 0x80 },
@@ -656,6 +992,12 @@ TEST_F(sframe, bad_tables_are_refused)
 		EXPECT_EQ(-EINVAL, jit_add(&self->jit, size)) TH_LOG("%s", bad[i].what);
 		self->jit.table[bad[i].at] = saved;
 	}
+	/* Version 3 has no frame pointer flag. */
+	size = jit_v3_table(&self->jit, false, -1);
+	self->jit.table[3] |= SFRAME_F_FRAME_POINTER;
+	EXPECT_EQ(-EINVAL, jit_add(&self->jit, size))
+		TH_LOG("version 3 with the frame pointer flag");
+	size = jit_table(&self->jit, 2, true, self->jit.table);
 
 	/* An address nothing is mapped at. */
 	p = mmap(NULL, self->jit.page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1269,22 +1611,25 @@ static int sibling(char *path, size_t size, const char *name)
 }
 
 /* @exe's through_libc(), with @preload preloaded: its status, or -1. */
-static int run_through_libc(const char *exe, const char *preload)
+/* The child's exit status; libsframe-eh.so writes tables of @version. */
+static int run_through_libc(const char *exe, const char *preload, int version)
 {
-	char env[4200];
+	char env[4200], ver[32];
 	int status;
 	pid_t pid;
 
 	pid = fork();
 	if (!pid) {
-		char *argv[3], *envp[2];
+		char *argv[3], *envp[3];
 
 		argv[0] = (char *)exe;
 		argv[1] = THROUGH_LIBC_ARG;
 		argv[2] = NULL;
 		envp[0] = env;
-		envp[1] = NULL;
+		envp[1] = ver;
+		envp[2] = NULL;
 		snprintf(env, sizeof(env), "LD_PRELOAD=%s", preload ? preload : "");
+		snprintf(ver, sizeof(ver), "SFRAME_EH_VERSION=%d", version);
 		execve(exe, argv, envp);
 		_exit(4);
 	}
@@ -1296,19 +1641,21 @@ static int run_through_libc(const char *exe, const char *preload)
 TEST_F(sframe, libc_walked_by_tables_made_from_eh_frame)
 {
 	char exe[4096], lib[4096];
-	int ret;
+	int ret, version;
 
 	ASSERT_EQ(0, sibling(exe, sizeof(exe), "sframe_test"));
 	ASSERT_EQ(0, sibling(lib, sizeof(lib), "libsframe-eh.so"))
 		TH_LOG("%s: %s", lib, strerror(errno));
 
 	/* libc without a table: the walk does not get through qsort(). */
-	ret = run_through_libc(exe, NULL);
+	ret = run_through_libc(exe, NULL, 3);
 	EXPECT_EQ(1, ret) TH_LOG("without tables for libc: child status %d (0: through)", ret);
-	ret = run_through_libc(exe, lib);
-	EXPECT_EQ(0, ret)
-		TH_LOG("with libsframe-eh.so: child status %d (1: not through libc, 2: no walk)",
-		       ret);
+	for (version = 2; version <= 3; version++) {
+		ret = run_through_libc(exe, lib, version);
+		EXPECT_EQ(0, ret)
+			TH_LOG("libsframe-eh.so v%d: child status %d (1: not through, 2: no walk)",
+			       version, ret);
+	}
 }
 
 /*
@@ -1327,9 +1674,9 @@ TEST_F(sframe, program_walked_by_tables_made_from_eh_frame)
 	ASSERT_EQ(0, sibling(lib, sizeof(lib), "libsframe-eh.so"))
 		TH_LOG("%s: %s", lib, strerror(errno));
 
-	ret = run_through_libc(exe, NULL);
+	ret = run_through_libc(exe, NULL, 3);
 	EXPECT_EQ(1, ret) TH_LOG("without tables: child status %d (0: through)", ret);
-	ret = run_through_libc(exe, lib);
+	ret = run_through_libc(exe, lib, 3);
 	EXPECT_EQ(0, ret)
 		TH_LOG("with libsframe-eh.so: child status %d (1: not through, 2: no walk)", ret);
 }
