@@ -11,7 +11,9 @@
  * offset, the return address at CFA - 8, and where %rbp was saved. This
  * library, preloaded (LD_PRELOAD), interprets the .eh_frame of every
  * loaded object without a PT_GNU_SFRAME segment, writes a table of
- * version 2 for the functions whose rules all fit, and registers it for
+ * version 3 (binutils 2.46's default; SFRAME_EH_VERSION=2 in the
+ * environment writes version 2) for the functions whose rules all fit,
+ * and registers it for
  * the object's code. A function whose rules do not fit (a CFA computed by
  * an expression, as in PLT stubs; a return address elsewhere) gets no
  * entry: the kernel's walk ends at its frames, as at any code its table
@@ -104,14 +106,17 @@ struct prctl_sframe {
 #define REG_SP				7	/* %rsp */
 #define REG_RA				16
 
-/* The SFrame format, version 2 (GNU binutils, "The SFrame format"). */
+/* The SFrame format, versions 2 and 3 (GNU binutils, "The SFrame format"). */
 #define SFRAME_MAGIC			0xdee2
 #define SFRAME_VERSION_2		2
+#define SFRAME_VERSION_3		3
 #define SFRAME_F_FDE_SORTED		0x1
 #define SFRAME_F_FDE_FUNC_START_PCREL	0x4
 #define SFRAME_ABI_AMD64_ENDIAN_LITTLE	3
 #define SFRAME_HDR_SIZE			28
-#define SFRAME_FDE_SIZE			20
+#define SFRAME_FDE_SIZE			20	/* version 2's */
+#define SFRAME_FDE_V3_SIZE		16	/* version 3's index entry */
+#define SFRAME_FDA_V3_SIZE		5	/* and its record among the FREs */
 #define SFRAME_FRE_TYPE_ADDR1		0
 #define SFRAME_FRE_TYPE_ADDR2		1
 #define SFRAME_FRE_TYPE_ADDR4		2
@@ -550,6 +555,14 @@ static void put_u32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
+static uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);	/* little endian */
+	return v;
+}
+
 /*
  * The FREs of a function whose rows all fit: one per distinct row, the
  * starts in the smallest width the function needs, each row's offsets in
@@ -603,7 +616,9 @@ static bool add_func(struct table *t, const struct func *f)
 		t->fre_len = p - t->fres;
 		t->num_fres++;
 	}
-	if (t->num_fres == first_fre || f->size > UINT32_MAX)
+	/* Version 3 counts a function's rows in 16 bits. */
+	if (t->num_fres == first_fre || t->num_fres - first_fre > UINT16_MAX ||
+	    f->size > UINT32_MAX)
 		return false;
 
 	if (!grow((void **)&t->fdes, &t->fde_cap, t->num + 1, SFRAME_FDE_SIZE) ||
@@ -786,17 +801,59 @@ static void *map_near(uint64_t lo, uint64_t hi, size_t len,
 	return NULL;
 }
 
+static int version = SFRAME_VERSION_3;
+
+/* The bytes of the FREs of function k (in the order add_func() took them). */
+static size_t fre_bytes(const struct table *t, size_t k)
+{
+	size_t end = k + 1 < t->num ?
+		     get_u32(t->fdes + (k + 1) * SFRAME_FDE_SIZE + 8) : t->fre_len;
+
+	return end - get_u32(t->fdes + k * SFRAME_FDE_SIZE + 8);
+}
+
+/*
+ * Version 3's FDEs and FREs: per function, sorted, an index entry with a
+ * 64-bit PC-relative start, and among the FREs a record of its row count
+ * and info byte before its rows.
+ */
+static void write_v3(const struct table *t, uint8_t *sf)
+{
+	size_t fdes_len = t->num * SFRAME_FDE_V3_SIZE, i, at = 0;
+	uint8_t *fres = sf + SFRAME_HDR_SIZE + fdes_len;
+
+	for (i = 0; i < t->num; i++) {
+		const uint8_t *v2 = t->fdes + t->order[i] * SFRAME_FDE_SIZE;
+		uint8_t *fde = sf + SFRAME_HDR_SIZE + i * SFRAME_FDE_V3_SIZE;
+		int64_t rel = (int64_t)(t->starts[t->order[i]] - (uint64_t)fde);
+		size_t len = fre_bytes(t, t->order[i]);
+		uint16_t nr = get_u32(v2 + 12);
+
+		memcpy(fde, &rel, 8);
+		memcpy(fde + 8, v2 + 4, 4);		/* size */
+		put_u32(fde + 12, at);
+		memcpy(fres + at, &nr, 2);
+		fres[at + 2] = v2[16];			/* FRE type, PCINC */
+		fres[at + 3] = 0;			/* DEFAULT data words */
+		fres[at + 4] = 0;			/* no rep_size */
+		at += SFRAME_FDA_V3_SIZE;
+		memcpy(fres + at, t->fres + get_u32(v2 + 8), len);
+		at += len;
+	}
+}
+
 /*
  * The table of one object: its header, FDEs sorted by function, FREs, in
- * memory within 2 GiB of the code (32-bit PC-relative starts), which
- * spans [lo, hi) with the object's data. NULL when nothing of it could
- * be converted or placed, with errno set.
+ * memory within 2 GiB of the code (version 2's 32-bit PC-relative starts;
+ * version 3 would reach further, but needs not), which spans [lo, hi) with
+ * the object's data. NULL when nothing of it could be converted or placed,
+ * with errno set.
  */
 static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 			    uint64_t text_start, uint64_t text_end,
 			    bool program, size_t *size)
 {
-	size_t page = sysconf(_SC_PAGESIZE), i, len, fdes_len;
+	size_t page = sysconf(_SC_PAGESIZE), i, len, fdes_len, fre_len;
 	uint16_t magic = SFRAME_MAGIC;
 	uint8_t *sf, *fde;
 
@@ -813,8 +870,14 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 	sort_table = t;
 	qsort(t->order, t->num, sizeof(*t->order), by_start);
 
-	fdes_len = t->num * SFRAME_FDE_SIZE;
-	len = SFRAME_HDR_SIZE + fdes_len + t->fre_len;
+	if (version == SFRAME_VERSION_3) {
+		fdes_len = t->num * SFRAME_FDE_V3_SIZE;
+		fre_len = t->fre_len + t->num * SFRAME_FDA_V3_SIZE;
+	} else {
+		fdes_len = t->num * SFRAME_FDE_SIZE;
+		fre_len = t->fre_len;
+	}
+	len = SFRAME_HDR_SIZE + fdes_len + fre_len;
 	*size = len;
 	len = (len + page - 1) & ~(page - 1);
 	sf = map_near(lo & ~(page - 1), (hi + page - 1) & ~(page - 1), len,
@@ -823,7 +886,7 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 		return NULL;
 
 	memcpy(sf, &magic, 2);
-	sf[2] = SFRAME_VERSION_2;
+	sf[2] = version;
 	sf[3] = SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL;
 	sf[4] = SFRAME_ABI_AMD64_ENDIAN_LITTLE;
 	sf[5] = 0;			/* %rbp: in each FRE */
@@ -831,9 +894,14 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 	sf[7] = 0;
 	put_u32(sf + 8, t->num);
 	put_u32(sf + 12, t->num_fres);
-	put_u32(sf + 16, t->fre_len);
+	put_u32(sf + 16, fre_len);
 	put_u32(sf + 20, 0);
 	put_u32(sf + 24, fdes_len);
+	if (version == SFRAME_VERSION_3) {
+		write_v3(t, sf);
+		mprotect(sf, len, PROT_READ);
+		return sf;
+	}
 	for (i = 0; i < t->num; i++) {
 		int64_t rel;
 		int32_t rel32;
@@ -948,9 +1016,9 @@ static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
 		}
 	}
 	if (verbose)
-		fprintf(stderr, "sframe-eh: %s: %zu of %zu functions, %zu rows, %zu bytes: %s\n",
+		fprintf(stderr, "sframe-eh: %s: %zu of %zu functions, %zu rows, %zu B, v%d: %s\n",
 			*info->dlpi_name ? info->dlpi_name : "(program)", t.num,
-			t.eh_fdes, t.num_fres, sf ? size : 0,
+			t.eh_fdes, t.num_fres, sf ? size : 0, version,
 			err ? strerror(err) : "registered");
 	free(t.fdes);
 	free(t.fres);
@@ -976,6 +1044,9 @@ __attribute__((constructor)) static void sframe_eh_init(void)
 	const char *v = getenv("SFRAME_EH_VERBOSE");
 
 	verbose = v && *v && strcmp(v, "0");
+	v = getenv("SFRAME_EH_VERSION");
+	if (v && !strcmp(v, "2"))
+		version = SFRAME_VERSION_2;
 	register_objects();
 }
 
