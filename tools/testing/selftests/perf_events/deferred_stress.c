@@ -162,6 +162,8 @@ struct shm {
 	struct image img[2];	/* 64-bit, 32-bit */
 	struct slot slot[NR_SLOTS];
 	char abnormal[160];	/* the first abnormal exit */
+	unsigned int seed;	/* -S: where every thread's draws start from */
+	unsigned int streams;	/* threads that drew so far */
 };
 
 static struct shm *shm;
@@ -189,8 +191,14 @@ static unsigned int rnd(void)
 {
 	static __thread unsigned int seed;
 
+	/*
+	 * Each thread its own stream, from the run's seed and the order the
+	 * threads first draw in: a seed replays the draws, if not the
+	 * scheduling they meet.
+	 */
 	if (!seed)
-		seed = now_ns() ^ gettid_() * 2654435761u;
+		seed = (shm->seed * 2654435761u) ^
+		       (__atomic_add_fetch(&shm->streams, 1, __ATOMIC_RELAXED) * 40503u) ?: 1;
 	return rand_r(&seed);
 }
 
@@ -2658,7 +2666,8 @@ static bool fail_if(const struct stats *st, int stat)
 
 static void usage(const char *prog)
 {
-	fprintf(stderr, "%s [-s SECONDS] [-p PERIOD_US] [-r READY_FILE] [-v] | -l\n", prog);
+	fprintf(stderr, "%s [-s SECONDS] [-S SEED] [-p PERIOD_US] [-r READY_FILE] [-v] | -l\n",
+		prog);
 	exit(KSFT_FAIL);
 }
 
@@ -2917,9 +2926,10 @@ static int checker_main(int argc, char **argv)
 	pthread_t churn, hopper, signaller;
 	struct pollfd pfd[MAX_RINGS];
 	bool stopped = false, killed = false;
+	unsigned int seed = 1;
 	int opt, i, fd;
 
-	while ((opt = getopt(argc, argv, "s:r:p:vl")) != -1) {
+	while ((opt = getopt(argc, argv, "s:S:r:p:vl")) != -1) {
 		switch (opt) {
 		case 'l':
 			for (i = 0; i < NR_CHECKS; i++)
@@ -2927,6 +2937,9 @@ static int checker_main(int argc, char **argv)
 			return 0;
 		case 's':
 			seconds = atof(optarg);
+			break;
+		case 'S':
+			seed = strtoul(optarg, NULL, 0);
 			break;
 		case 'p':
 			period_us = strtoul(optarg, NULL, 0);
@@ -2956,6 +2969,8 @@ static int checker_main(int argc, char **argv)
 	fd = memfd_create("deferred_stress", 0);
 	if (fd < 0 || ftruncate(fd, sizeof(struct shm)) || map_shm(fd))
 		ksft_exit_fail_msg("shared memory: %s\n", strerror(errno));
+	shm->seed = seed;
+	ksft_print_msg("seed %u (-S %u replays the draws)\n", seed, seed);
 	if (install_handler())
 		ksft_exit_fail_msg("sigaction: %s\n", strerror(errno));
 	nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
