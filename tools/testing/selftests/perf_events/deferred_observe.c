@@ -1194,8 +1194,16 @@ static void pause_while_sampled(struct __test_metadata *_metadata)
 	excuse[1] = last_cookie(&r, tid);
 	EXPECT_EQ(0, in_pause)
 		TH_LOG("want nothing written while paused, saw %d records", in_pause);
-	EXPECT_EQ(1, nr_lost)
-		TH_LOG("expected one PERF_RECORD_LOST, after the pause, saw %d", nr_lost);
+	/*
+	 * One for the pause; more when the reader fell behind after it, on
+	 * a loaded machine (the buffer is full of what the pause left): the
+	 * records those report are excused below, and only then.
+	 */
+	EXPECT_LE(1, nr_lost)
+		TH_LOG("expected a PERF_RECORD_LOST after the pause, saw %d", nr_lost);
+	if (nr_lost > 1)
+		TH_LOG("%d PERF_RECORD_LOST: the reader fell behind after the pause",
+		       nr_lost);
 	ASSERT_NE(SIZE_MAX, first_after) TH_LOG("expected records after the pause");
 	EXPECT_EQ(PERF_RECORD_LOST, r.rec[first_after].type)
 		TH_LOG("want the first record after the pause to be PERF_RECORD_LOST, saw type %u",
@@ -1212,7 +1220,7 @@ static void pause_while_sampled(struct __test_metadata *_metadata)
 		TH_LOG("PERF_RECORD_LOST counts %llu lost, %llu were lost while paused",
 		       (unsigned long long)lost_sum, (unsigned long long)lost_paused);
 
-	j = join_tid(&r, tid, excuse, 2, false);
+	j = join_tid(&r, tid, excuse, 2, nr_lost > 1);
 	ASSERT_LE(MIN_SAMPLES, j.samples) TH_LOG("expected samples, saw %d", j.samples);
 	expect_joined(_metadata, "the paused buffer", tid, &j);
 	for (i = first_after; i < r.nr_rec; i++)
