@@ -4,11 +4,12 @@
  * without frame pointers and with SFrame (-Wa,--gsframe), and samples
  * itself with twin task-clock events, one with the bit, one without: in a
  * system call at the bottom of a known chain, and spinning in user mode
- * there (a task with tables has those deferred too: only the deferred walk
- * reads tables). The deferred samples must be joined with records that
- * hold the chain's own return addresses; their twins, walked in place by
- * frame pointers (zeroed there), stop at the first frame. Without tables,
- * user-mode samples are walked in place again.
+ * there (a task with tables has those deferred too where a table covers
+ * the code: only the deferred walk reads tables). The deferred samples
+ * must be joined with records that hold the chain's own return addresses;
+ * their twins, walked in place by frame pointers (zeroed there), stop at
+ * the first frame. Without tables, or in code no table covers, user-mode
+ * samples are walked in place again.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -376,6 +377,66 @@ TEST(without_tables_user_mode_samples_are_walked_in_place)
 	EXPECT_EQ(0, v.deferred) TH_LOG("want no user-mode sample deferred without tables");
 	EXPECT_LE(MIN_JOINED, v.in_place) TH_LOG("want user-mode samples walked in place");
 	close_twins(&tw);
+}
+
+/*
+ * Code of a task with tables that no table covers (here generated code, a
+ * loop): its user-mode samples are walked in place, as frame pointers
+ * allow. Deferring them would cost an interrupt, a kernel entry, a walk
+ * and a record each, for a walk that cannot do better there.
+ */
+static const unsigned char spin_code[] = {
+	0xb9, 0x00, 0x00, 0x00, 0x00,	/* mov  $loops,%ecx */
+	0xff, 0xc9,			/* dec  %ecx */
+	0x75, 0xfc,			/* jnz  dec */
+	0xc3,				/* ret */
+};
+
+TEST(uncovered_code_of_a_task_with_tables_walked_in_place)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int i, deferred = 0, in_place = 0;
+	uint32_t loops = SPIN_LOOPS;
+	unsigned char *code;
+	struct twins tw;
+	size_t k;
+
+	if (!has_sframe())
+		SKIP(return, "no PT_GNU_SFRAME in this program (its assembler lacks --gsframe?)");
+	code = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, code);
+	memcpy(code, spin_code, sizeof(spin_code));
+	memcpy(code + 1, &loops, sizeof(loops));
+	ASSERT_EQ(0, mprotect(code, page, PROT_READ | PROT_EXEC));
+
+	open_twins(_metadata, &tw);
+	enable_twins(&tw, true);
+	for (i = 0; i < ROUNDS; i++) {
+		((void (*)(void))code)();
+		drain_twins(&tw);
+	}
+	enable_twins(&tw, false);
+	drain_twins(&tw);
+
+	for (k = 0; k < tw.r[0].nr_rec; k++) {
+		const struct ring_record *rr = &tw.r[0].rec[k];
+
+		if (rr->type != PERF_RECORD_SAMPLE || rr->ip < (unsigned long)code ||
+		    rr->ip >= (unsigned long)code + sizeof(spin_code))
+			continue;
+		if (rr->cookie)
+			deferred++;
+		else
+			in_place++;
+	}
+	TH_LOG("in code no table covers: %d deferred, %d walked in place",
+	       deferred, in_place);
+	EXPECT_EQ(0, deferred)
+		TH_LOG("want no user-mode sample deferred where no table covers the code");
+	EXPECT_LE(MIN_JOINED, in_place) TH_LOG("want user-mode samples walked in place");
+	close_twins(&tw);
+	munmap(code, page);
 }
 
 TEST_HARNESS_MAIN
