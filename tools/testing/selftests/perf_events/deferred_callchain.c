@@ -295,14 +295,30 @@ static size_t count_records(const struct ring *r, __u64 cookie, size_t *first)
 	return n;
 }
 
+/* Whether record rec of tid carries nr user ips, or more, starting with ips. */
+static bool record_has_stack(const struct ring_record *rec, pid_t tid,
+			     const __u64 *ips, __u64 nr)
+{
+	/* The sample's own max stack may cut it shorter, to nothing. */
+	return rec->type == PERF_RECORD_CALLCHAIN_DEFERRED &&
+	       rec->tid == (__u32)tid && nr <= rec->nr &&
+	       !memcmp(rec->ips, ips, nr * sizeof(__u64));
+}
+
 /*
  * Whether sample i of tid, taken in the kernel with cookie 0, carries the
  * walk of its stay inline: the user part of its callchain is the stack of
- * the next record of tid (or its start). So are the samples that came after the stay's
- * walk but before its record reached their buffer (an interrupt of the
- * deferred work itself, writing the records).
+ * the next record of tid (or its start). So are the samples that came
+ * after the stay's walk but before its record reached their buffer (an
+ * interrupt of the deferred work itself, writing the records).
+ *
+ * When the buffer lost records (lost), the stay's own record may be one
+ * of them, and the samples of the stay after its walk carry that walk:
+ * then the stack must be one that a record of tid carries, before or
+ * after the sample.
  */
-static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid)
+static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid,
+			       bool lost)
 {
 	const struct ring_record *s = &r->rec[i];
 	__u64 k, nr;
@@ -319,10 +335,13 @@ static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid)
 		if (rec->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
 		    rec->tid != (__u32)tid)
 			continue;
-		/* The sample's own max stack may cut it shorter, to nothing. */
-		return nr <= rec->nr &&
-		       !memcmp(rec->ips, &s->ips[k + 1], nr * sizeof(__u64));
+		if (record_has_stack(rec, tid, &s->ips[k + 1], nr))
+			return true;
+		break;
 	}
+	for (j = 0; lost && j < r->nr_rec; j++)
+		if (record_has_stack(&r->rec[j], tid, &s->ips[k + 1], nr))
+			return true;
 	return false;
 }
 
@@ -388,7 +407,7 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 		} else if (taken_in_kernel_mode(s)) {
 			st.kernel++;
 			if (!s->cookie && (flags & ALL_DEFERRED) &&
-			    carries_stays_walk(r, i, tid))
+			    carries_stays_walk(r, i, tid, lost))
 				st.inline_walk++;
 			else if (!s->cookie && (flags & ALL_DEFERRED) && !bad_zero++)
 				snprintf(zero_msg, sizeof(zero_msg),
@@ -1040,8 +1059,8 @@ TEST(shared_buffer_one_record_per_cookie)
 
 	chain_init(_metadata, &c, 2 * WANT_SAMPLES);
 
-	/* Two events, one buffer. */
-	open_ring(_metadata, &r[0], &task, 0, -1, DATA_PAGES);
+	/* Two events, one buffer, twice the size: it takes both's samples. */
+	open_ring(_metadata, &r[0], &task, 0, -1, 2 * DATA_PAGES);
 	fd = perf_open(&cpu, 0, -1);
 	ASSERT_LE(0, fd) TH_LOG("perf_event_open: %s", strerror(errno));
 	ASSERT_EQ(0, ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r[0].fd))
