@@ -36,13 +36,13 @@ fuzz-attr:
 
 # Fork, exec, signal, uprobe, compat and io_uring storms under many fp,defer
 # events on the test kernel, with every invariant checked (STRESS_S seconds,
-# default 600; make check runs it for a minute).
+# default 600; make check runs it for STRESS_S=30 seconds).
 stress:
 	harness/stress
 
 # Damaged fp,defer recordings (aimed mutations, zzuf) through perf script,
 # report, inject and report -D, perf built with ASAN and UBSan (FUZZ_N
-# iterations, default 300, or FUZZ_S seconds; make check runs 25).
+# iterations, default 300, or FUZZ_S seconds; make check runs 15).
 fuzz-perf:
 	harness/fuzz-perf
 
