@@ -918,7 +918,61 @@ static bool wait_blocked(pid_t tid, long seen)
 	return true;
 }
 
-TEST(migrated_while_blocked)
+/*
+ * Start a blocker pinned to the first of two CPUs this task may run on,
+ * cpus[]; false (the test skipped) without two.
+ */
+static bool blocker_start(struct __test_metadata *_metadata, struct blocker *b,
+			  int cpus[2], int sv[2], pthread_t *th)
+{
+	cpu_set_t set;
+	int i, n = 0;
+
+	ASSERT_EQ(0, sched_getaffinity(0, sizeof(set), &set));
+	for (i = 0; i < CPU_SETSIZE && n < 2; i++)
+		if (CPU_ISSET(i, &set))
+			cpus[n++] = i;
+	if (n < 2)
+		SKIP(return false, "needs 2 CPUs to migrate a task, has %d", n);
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	b->sock = sv[0];
+	b->cpu = cpus[0];
+	ASSERT_EQ(0, pthread_create(th, NULL, blocker_main, b));
+	while (!__atomic_load_n(&b->tid, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	ASSERT_LT(0, b->tid) TH_LOG("pinning to CPU %d: %s", b->cpu, strerror(-b->ret));
+	return true;
+}
+
+/*
+ * One stay on two CPUs: let the blocker block in its recvfrom() on
+ * cpus[0], move it to cpus[1], wake it, let it block again there for its
+ * second byte, then let it return and end.
+ */
+static void blocker_migrate(struct __test_metadata *_metadata, struct blocker *b,
+			    const int cpus[2], const int sv[2], pthread_t th)
+{
+	long v = voluntary_switches(b->tid);
+	cpu_set_t set;
+
+	ASSERT_LE(0, v);
+	__atomic_store_n(&b->go, 1, __ATOMIC_RELEASE);
+	ASSERT_TRUE(wait_blocked(b->tid, v)) TH_LOG("the thread never blocked");
+	v = voluntary_switches(b->tid);
+	CPU_ZERO(&set);
+	CPU_SET(cpus[1], &set);
+	ASSERT_EQ(0, sched_setaffinity(b->tid, sizeof(set), &set));
+	ASSERT_EQ(1, write(sv[1], "x", 1));
+	ASSERT_TRUE(wait_blocked(b->tid, v))
+		TH_LOG("the thread did not block again for its second byte");
+	ASSERT_EQ(1, write(sv[1], "y", 1));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	ASSERT_EQ(2, b->ret) TH_LOG("recvfrom: %ld", b->ret);
+}
+
+/* A context switch sample of each block, in the kernel, with its cookie. */
+static struct perf_event_attr switch_attr(void)
 {
 	struct perf_event_attr attr = {
 		.size		= sizeof(attr),
@@ -931,48 +985,25 @@ TEST(migrated_while_blocked)
 				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
 		.sample_id_all	= 1,
 	};
-	int cpus[2], n = 0, sv[2], on_a = 0, on_b = 0, other = 0;
+
+	return attr;
+}
+
+TEST(migrated_while_blocked)
+{
+	struct perf_event_attr attr = switch_attr();
+	int cpus[2], sv[2], on_a = 0, on_b = 0, other = 0;
 	struct blocker b = { 0 };
-	size_t i, rec = 0, first = SIZE_MAX, nrec;
+	size_t i, nrec, rec = 0, first = SIZE_MAX;
 	int found = 0;
-	cpu_set_t set;
 	pthread_t th;
 	struct ring r;
 	__u64 cookie = 0;
-	long v;
 
-	ASSERT_EQ(0, sched_getaffinity(0, sizeof(set), &set));
-	for (i = 0; i < CPU_SETSIZE && n < 2; i++)
-		if (CPU_ISSET(i, &set))
-			cpus[n++] = i;
-	if (n < 2)
-		SKIP(return, "needs 2 CPUs to migrate a task, has %d", n);
-
-	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-	b.sock = sv[0];
-	b.cpu = cpus[0];
-	ASSERT_EQ(0, pthread_create(&th, NULL, blocker_main, &b));
-	while (!__atomic_load_n(&b.tid, __ATOMIC_ACQUIRE))
-		usleep(1000);
-	ASSERT_LT(0, b.tid) TH_LOG("pinning to CPU %d: %s", b.cpu, strerror(-b.ret));
-
+	if (!blocker_start(_metadata, &b, cpus, sv, &th))
+		return;
 	open_ring(_metadata, &r, &attr, b.tid, -1, DATA_PAGES);
-	v = voluntary_switches(b.tid);
-	ASSERT_LE(0, v);
-	__atomic_store_n(&b.go, 1, __ATOMIC_RELEASE);
-
-	/* Blocked on CPU A: move it to CPU B, wake it, let it block again. */
-	ASSERT_TRUE(wait_blocked(b.tid, v)) TH_LOG("the thread never blocked");
-	v = voluntary_switches(b.tid);
-	CPU_ZERO(&set);
-	CPU_SET(cpus[1], &set);
-	ASSERT_EQ(0, sched_setaffinity(b.tid, sizeof(set), &set));
-	ASSERT_EQ(1, write(sv[1], "x", 1));
-	ASSERT_TRUE(wait_blocked(b.tid, v))
-		TH_LOG("the thread did not block again for its second byte");
-	ASSERT_EQ(1, write(sv[1], "y", 1));
-	ASSERT_EQ(0, pthread_join(th, NULL));
-	ASSERT_EQ(2, b.ret) TH_LOG("recvfrom: %ld", b.ret);
+	blocker_migrate(_metadata, &b, cpus, sv, th);
 
 	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
 	ring_drain(&r);
@@ -1028,6 +1059,73 @@ TEST(migrated_while_blocked)
 		       (unsigned long long)cookie, other);
 
 	close_ring(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/*
+ * The task's events bound to one CPU each, as perf record opens them for
+ * a command: a stay sampled on CPU A that returns to user space on CPU B
+ * gets its record in B's buffer, where its sample in A's buffer joins it
+ * (by tid and cookie, as perf joins across buffers). Never in A's: a
+ * CPU's buffer is written on that CPU only, and a record written there
+ * from B could overlap A's own samples.
+ */
+TEST(cpu_bound_buffers_get_records_written_on_their_cpu)
+{
+	struct perf_event_attr attr = switch_attr();
+	int cpus[2], sv[2], k, in[2] = { 0, 0 }, foreign = 0, joined = 0;
+	struct blocker b = { 0 };
+	struct ring r[2];
+	__u64 cookie = 0;
+	pthread_t th;
+	size_t i;
+
+	if (!blocker_start(_metadata, &b, cpus, sv, &th))
+		return;
+	for (k = 0; k < 2; k++)
+		open_ring(_metadata, &r[k], &attr, b.tid, cpus[k], DATA_PAGES);
+	blocker_migrate(_metadata, &b, cpus, sv, th);
+
+	for (k = 0; k < 2; k++) {
+		ASSERT_EQ(0, ioctl(r[k].fd, PERF_EVENT_IOC_DISABLE, 0));
+		ring_drain(&r[k]);
+		EXPECT_EQ(0, r[k].nr_malformed) TH_LOG("malformed: %s", r[k].why);
+		for (i = 0; i < r[k].nr_rec; i++) {
+			const struct ring_record *rr = &r[k].rec[i];
+
+			if (rr->type != PERF_RECORD_CALLCHAIN_DEFERRED)
+				continue;
+			if (rr->cpu != (__u64)cpus[k] && !foreign++)
+				TH_LOG("CPU %d's buffer: record %zu (%#llx) written on CPU %llu",
+				       cpus[k], i, (unsigned long long)rr->cookie,
+				       (unsigned long long)rr->cpu);
+			if (rr->tid == (__u32)b.tid && rr->nr &&
+			    rr->ips[0] == b.recv_ret) {
+				in[k]++;
+				cookie = rr->cookie;
+			}
+		}
+	}
+	EXPECT_EQ(0, foreign)
+		TH_LOG("expected every record written on its buffer's CPU, %d were not",
+		       foreign);
+	EXPECT_EQ(0, in[0])
+		TH_LOG("expected no record of the recvfrom() stay in CPU %d's buffer, saw %d",
+		       cpus[0], in[0]);
+	ASSERT_EQ(1, in[1])
+		TH_LOG("expected one record of the recvfrom() stay in CPU %d's buffer, saw %d",
+		       cpus[1], in[1]);
+	for (i = 0; i < r[0].nr_rec; i++)
+		joined += r[0].rec[i].type == PERF_RECORD_SAMPLE &&
+			  r[0].rec[i].tid == (__u32)b.tid &&
+			  r[0].rec[i].cookie == cookie;
+	EXPECT_LE(1, joined)
+		TH_LOG("want a sample of block 1 in CPU %d's buffer with cookie %#llx, none",
+		       cpus[0], (unsigned long long)cookie);
+
+	close_ring(&r[0]);
+	close_ring(&r[1]);
 	close(sv[0]);
 	close(sv[1]);
 }
