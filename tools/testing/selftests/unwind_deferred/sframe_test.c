@@ -589,6 +589,75 @@ TEST_F(sframe, library_table_found_in_a_memfd)
 	close(mfd);
 }
 
+/*
+ * A copy of the library in a memfd, its program headers moved to its end
+ * and padded with PT_NULL entries to @phnum; its /proc/self/fd path.
+ */
+static int lib_with_phnum(struct __test_metadata *_metadata, unsigned int phnum,
+			  char *path, size_t size)
+{
+	static char buf[1 << 20];
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)buf;
+	Elf64_Phdr *ph;
+	ssize_t len;
+	size_t at;
+	int lib, mfd;
+
+	lib_path(_metadata, path, size);
+	lib = open(path, O_RDONLY);
+	ASSERT_LE(0, lib) TH_LOG("%s: %s", path, strerror(errno));
+	len = read(lib, buf, sizeof(buf));
+	close(lib);
+	ASSERT_LT((ssize_t)sizeof(*eh), len);
+	ASSERT_GT((ssize_t)sizeof(buf) - 8192, len) TH_LOG("%s is too big", path);
+	ASSERT_LE(eh->e_phnum, phnum);
+
+	at = (len + 7) & ~7UL;
+	ph = (Elf64_Phdr *)(buf + at);
+	memset(ph, 0, phnum * sizeof(*ph));
+	memcpy(ph, buf + eh->e_phoff, eh->e_phnum * sizeof(*ph));
+	eh->e_phoff = at;
+	eh->e_phnum = phnum;
+
+	mfd = memfd_create("sframe_lib.so", MFD_CLOEXEC);
+	ASSERT_LE(0, mfd) TH_LOG("memfd_create: %s", strerror(errno));
+	len = at + phnum * sizeof(*ph);
+	ASSERT_EQ(len, write(mfd, buf, len));
+	snprintf(path, size, "/proc/self/fd/%d", mfd);
+	return mfd;
+}
+
+/*
+ * The kernel reads 4 KiB of program headers at most, binfmt_elf's own
+ * limit, not an allocation of whatever e_phnum says at every mapping:
+ * the library with 73 headers of 56 bytes gets its table, with 74 none.
+ */
+TEST_F(sframe, program_headers_past_a_page_find_no_table)
+{
+	unsigned int most = 4096 / sizeof(Elf64_Phdr);
+	struct geometry lib;
+	char path[4096];
+	void *handle;
+	int mfd;
+
+	mfd = lib_with_phnum(_metadata, most, path, sizeof(path));
+	walk_library(_metadata, self->fd, path);
+	close(mfd);
+
+	mfd = lib_with_phnum(_metadata, most + 1, path, sizeof(path));
+	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	ASSERT_NE(NULL, handle) TH_LOG("dlopen(%s): %s", path, dlerror());
+	find_object(path, &lib);
+	ASSERT_NE(0, lib.sframe_start) TH_LOG("%s has no PT_GNU_SFRAME", path);
+	/* Registered by hand: the kernel had found no table of its own. */
+	EXPECT_EQ(0, sframe_add(lib.sframe_start, lib.sframe_size,
+				lib.text_start, lib.text_size))
+		TH_LOG("want no table found with %u program headers", most + 1);
+	EXPECT_EQ(0, sframe_remove(lib.text_start));
+	ASSERT_EQ(0, dlclose(handle));
+	close(mfd);
+}
+
 TEST_F(sframe, generated_code_with_a_registered_table)
 {
 	static const struct { int version; bool pcrel; } kinds[] = {
@@ -614,6 +683,88 @@ TEST_F(sframe, generated_code_with_a_registered_table)
 		expect_jit_stop(_metadata, &self->jit, &w, &cj, &res,
 				"table removed: frame pointers, zeroed");
 	}
+}
+
+/* The kernel's limit of tables registered by one process (sframe.c). */
+#define SFRAME_MAX_REGISTERED	4096
+#define REGISTER_BATCH		256
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Register the jit's table for each of @nr pages of code from @code on,
+ * the @first-th on; the median time of one registration, or -errno.
+ */
+static double register_pages(const struct jit *j, unsigned char *code,
+			     size_t first, size_t nr)
+{
+	static double t[REGISTER_BATCH];
+	size_t i;
+	int ret;
+
+	for (i = 0; i < nr; i++) {
+		t[i] = now();
+		ret = sframe_add((unsigned long)j->table, j->table_size,
+				 (unsigned long)code + (first + i) * j->page,
+				 j->page);
+		t[i] = now() - t[i];
+		if (ret)
+			return ret;
+	}
+	qsort(t, nr, sizeof(t[0]), cmp_double);
+	return t[nr / 2];
+}
+
+/*
+ * A process registers SFRAME_MAX_REGISTERED tables at most, each in the
+ * same time whatever the number already there (a counter, not a scan of
+ * the tree under mmap_lock); one removed makes room for one more.
+ */
+TEST_F(sframe, registered_tables_are_counted_and_capped)
+{
+	size_t n = SFRAME_MAX_REGISTERED, page = self->jit.page, i;
+	double first, last, t;
+	unsigned char *code;
+
+	code = mmap(NULL, (n + 1) * page, PROT_READ | PROT_EXEC,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, code) TH_LOG("mmap: %s", strerror(errno));
+
+	first = register_pages(&self->jit, code, 0, REGISTER_BATCH);
+	ASSERT_LT(0, first) TH_LOG("registration 1: %s", strerror(-(int)first));
+	for (i = REGISTER_BATCH; i < n - REGISTER_BATCH; i += REGISTER_BATCH) {
+		t = register_pages(&self->jit, code, i, REGISTER_BATCH);
+		ASSERT_LT(0, t) TH_LOG("registration %zu: %s", i + 1, strerror(-(int)t));
+	}
+	last = register_pages(&self->jit, code, n - REGISTER_BATCH, REGISTER_BATCH);
+	ASSERT_LT(0, last) TH_LOG("the last registrations: %s", strerror(-(int)last));
+	TH_LOG("median registration: %.1f us in the first %d, %.1f us in the last %d",
+	       first * 1e6, REGISTER_BATCH, last * 1e6, REGISTER_BATCH);
+	/* A scan of 4,000 tables per registration would be many times slower. */
+	EXPECT_GE(4 * first, last)
+		TH_LOG("want the last registrations about as fast as the first");
+
+	EXPECT_EQ(-ENOSPC, sframe_add((unsigned long)self->jit.table,
+				      self->jit.table_size,
+				      (unsigned long)code + n * page, page))
+		TH_LOG("want table %zu refused", n + 1);
+	ASSERT_EQ(0, sframe_remove((unsigned long)code));
+	EXPECT_EQ(0, sframe_add((unsigned long)self->jit.table,
+				self->jit.table_size,
+				(unsigned long)code + n * page, page))
+		TH_LOG("want room for a table once one was removed");
+
+	/* Unmapping the code takes every table with it, and their count. */
+	ASSERT_EQ(0, munmap(code, (n + 1) * page));
+	EXPECT_EQ(-ENOENT, sframe_remove((unsigned long)code + n * page));
+	EXPECT_EQ(0, jit_add(&self->jit, self->jit.table_size))
+		TH_LOG("want registrations counted down when their code went");
+	EXPECT_EQ(0, sframe_remove((unsigned long)self->jit.code));
 }
 
 /*
