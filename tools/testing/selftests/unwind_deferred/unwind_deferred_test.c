@@ -454,6 +454,177 @@ TEST_F(unwind, each_stay_has_its_own_cookie_and_walk)
 		       (unsigned long long)req[0].steps[0].cookie);
 }
 
+/* failslab's knobs (Documentation/fault-injection/fault-injection.rst). */
+#define FAILSLAB	"/sys/kernel/debug/failslab/"
+
+static int write_knob(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, value, strlen(value));
+	close(fd);
+	return n == (ssize_t)strlen(value) ? 0 : -EIO;
+}
+
+static long read_knob(const char *path)
+{
+	char buf[32] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 ? strtol(buf, NULL, 0) : -EIO;
+}
+
+/*
+ * The text of the kernel function @name, [*start, *end): up to the next
+ * symbol of /proc/kallsyms. False when it is not there.
+ */
+static bool kernel_function(const char *name, unsigned long long *start,
+			    unsigned long long *end)
+{
+	char line[256], sym[128], type;
+	unsigned long long addr;
+	FILE *f;
+
+	*start = 0;
+	*end = ~0ULL;
+	f = fopen("/proc/kallsyms", "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %127s", &addr, &type, sym) == 3 &&
+		    !strcmp(sym, name))
+			*start = addr;
+	rewind(f);
+	while (*start && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %127s", &addr, &type, sym) == 3 &&
+		    addr > *start && addr < *end)
+			*end = addr;
+	fclose(f);
+	return *start && *end != ~0ULL;
+}
+
+/* Three stays of a new thread, whose first walk cache allocations fail. */
+struct failing_stays {
+	int fd;
+	const char *failed;	/* what went wrong, NULL when nothing */
+	int err;
+	struct frames fr;
+	struct udt_request req[3];
+	struct udt_result res[3][UDT_CONSUMERS];
+	long times_left[3];	/* failslab's failures left after each stay */
+};
+
+static void *failing_stays_thread(void *arg)
+{
+	struct failing_stays *fs = arg;
+	int i, c, ret;
+
+	/* A new task: no walk cache yet; failslab's task filter takes it. */
+	ret = write_knob("/proc/thread-self/make-it-fail", "1");
+	if (ret) {
+		fs->failed = "/proc/thread-self/make-it-fail";
+		fs->err = -ret;
+		return NULL;
+	}
+	for (i = 0; i < 3; i++) {
+		for (c = 0; c < UDT_CONSUMERS; c++)
+			add_step(&fs->req[i], c, UDT_CTX_TASK);
+		add_step(&fs->req[i], 0, UDT_CTX_IRQ);
+		ret = frames_1(&fs->fr, __NR_ioctl, fs->fd, UDT_IOC_REQUEST,
+			       (long)&fs->req[i]);
+		if (ret) {
+			fs->failed = "REQUEST";
+			fs->err = -ret;
+			return NULL;
+		}
+		fs->times_left[i] = read_knob(FAILSLAB "times");
+		for (c = 0; c < UDT_CONSUMERS; c++)
+			if (get_result(fs->fd, c, &fs->res[i][c])) {
+				fs->failed = "RESULT";
+				fs->err = errno;
+				return NULL;
+			}
+	}
+	return NULL;
+}
+
+/*
+ * When the walk cache cannot be allocated, the stay's consumers get an
+ * empty stack once each and the stay is served: one allocation tried per
+ * stay, not one per request. The next stay tries again, and walks once
+ * the allocation succeeds. failslab fails the first two allocations made
+ * by the deferred walk (a stack filter on unwind_deferred_run()) of one
+ * thread (its task filter).
+ */
+TEST_F(unwind, walk_cache_allocation_fails_once_per_stay)
+{
+	struct failing_stays fs = { .fd = self->fd };
+	unsigned long long start, end;
+	char value[32];
+	pthread_t th;
+	int i, c;
+
+	ASSERT_TRUE(kernel_function("unwind_deferred_run", &start, &end))
+		TH_LOG("unwind_deferred_run() is not in /proc/kallsyms");
+	ASSERT_EQ(0, write_knob(FAILSLAB "probability", "0"))
+		TH_LOG("%s: needs CONFIG_FAILSLAB, CONFIG_FAULT_INJECTION_DEBUG_FS",
+		       FAILSLAB);
+	ASSERT_EQ(0, write_knob(FAILSLAB "task-filter", "Y"));
+	ASSERT_EQ(0, write_knob(FAILSLAB "ignore-gfp-wait", "N"));
+	ASSERT_EQ(0, write_knob(FAILSLAB "verbose", "0"));
+	ASSERT_EQ(0, write_knob(FAILSLAB "interval", "1"));
+	snprintf(value, sizeof(value), "%#llx", start);
+	ASSERT_EQ(0, write_knob(FAILSLAB "require-start", value))
+		TH_LOG("needs CONFIG_FAULT_INJECTION_STACKTRACE_FILTER");
+	snprintf(value, sizeof(value), "%#llx", end);
+	ASSERT_EQ(0, write_knob(FAILSLAB "require-end", value));
+	ASSERT_EQ(0, write_knob(FAILSLAB "times", "2"));
+	ASSERT_EQ(0, write_knob(FAILSLAB "probability", "100"));
+
+	ASSERT_EQ(0, pthread_create(&th, NULL, failing_stays_thread, &fs));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+
+	/* failslab's defaults again. */
+	EXPECT_EQ(0, write_knob(FAILSLAB "probability", "0"));
+	EXPECT_EQ(0, write_knob(FAILSLAB "times", "1"));
+	EXPECT_EQ(0, write_knob(FAILSLAB "require-start", "0"));
+	EXPECT_EQ(0, write_knob(FAILSLAB "require-end", "0xffffffffffffffff"));
+	EXPECT_EQ(0, write_knob(FAILSLAB "task-filter", "N"));
+	EXPECT_EQ(0, write_knob(FAILSLAB "ignore-gfp-wait", "Y"));
+	EXPECT_EQ(0, write_knob(FAILSLAB "verbose", "2"));
+
+	ASSERT_TRUE(!fs.failed) TH_LOG("%s: %s", fs.failed, strerror(fs.err));
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(i < 2 ? 1 - i : 0, fs.times_left[i])
+			TH_LOG("stay %d: want %d failslab failures left (one per stay), seen %ld",
+			       i, i < 2 ? 1 - i : 0, fs.times_left[i]);
+		for (c = 0; c < UDT_CONSUMERS; c++) {
+			EXPECT_EQ(i + 1, fs.res[i][c].calls)
+				TH_LOG("stay %d, consumer %d: want %d callbacks in all, seen %u",
+				       i, c, i + 1, fs.res[i][c].calls);
+			EXPECT_EQ(fs.req[i].steps[0].cookie, fs.res[i][c].cookie);
+		}
+		EXPECT_EQ(i < 2 ? 0 : 1, fs.res[i][0].walks)
+			TH_LOG("stay %d: want %d walks in all, seen %u", i,
+			       i < 2 ? 0 : 1, fs.res[i][0].walks);
+		EXPECT_EQ(fs.req[i].steps[0].cookie, fs.req[i].steps[2].cookie)
+			TH_LOG("stay %d: the IRQ's request has the stay's cookie", i);
+	}
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, fs.res[i][0].nr)
+			TH_LOG("stay %d, no cache: want an empty stack, seen %u entries",
+			       i, fs.res[i][0].nr);
+	expect_frames(_metadata, &fs.res[2][0], &fs.fr);
+}
+
 struct migrator {
 	int fd;
 	pid_t tid;		/* the thread to move */
