@@ -17,6 +17,9 @@
  *   short-syscall  getppid() 100 times per unit: most samples are in
  *                  user mode or in a stay of their own
  *   user-loop      a loop in user mode, no system calls
+ *   user-loop-table  the same loop in a process that has an SFrame table
+ *                  for other code (prctl(PR_SFRAME)): its samples are
+ *                  walked in place, as without the table
  *   threads        64 threads, each read 4 KiB and loops a little per
  *                  unit, at the same depth
  *   fork-exec      fork, exec this program (KIND "exit") and wait, per
@@ -30,9 +33,12 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -42,6 +48,15 @@
 #define LONG_READ	(4 << 20)
 #define SHORT_READ	4096
 #define NR_THREADS	64
+
+/* The patched kernel's <linux/prctl.h>; the distribution's has none. */
+#ifndef PR_SFRAME
+#define PR_SFRAME	0x53465241
+#define PR_SFRAME_ADD	1
+struct prctl_sframe {
+	uint64_t sframe_start, sframe_size, text_start, text_size;
+};
+#endif
 
 static const char *self;
 static int zero_fd;
@@ -199,11 +214,59 @@ static void run_units(const struct job *job)
 		} else if (!strcmp(job->kind, "short-syscall")) {
 			for (j = 0; j < 100; j++)
 				syscall(SYS_getppid);
-		} else if (!strcmp(job->kind, "user-loop")) {
+		} else if (!strcmp(job->kind, "user-loop") ||
+			   !strcmp(job->kind, "user-loop-table")) {
 			spin(100000);
 		} else if (!strcmp(job->kind, "fork-exec")) {
 			fork_exec();
 		}
+	}
+}
+
+/*
+ * Give the process an SFrame table (version 2: one function of one page
+ * with no rows) for a page of code of its own that nothing runs: a task
+ * with tables, whose loop no table covers.
+ */
+static void register_other_table(void)
+{
+	unsigned char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *t = page + 4096;
+	struct prctl_sframe arg;
+	int32_t start;
+	uint32_t u32;
+	uint16_t magic = 0xdee2;
+
+	if (page == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(page, 0xcc, 4096);			/* int3: never run */
+	memcpy(t, &magic, 2);
+	t[2] = 2;					/* version 2 */
+	t[3] = 1;					/* FDEs sorted */
+	t[4] = 3;					/* x86-64, little endian */
+	t[6] = (unsigned char)-8;			/* return address at CFA - 8 */
+	u32 = 1;
+	memcpy(t + 8, &u32, 4);				/* one FDE */
+	u32 = 20;
+	memcpy(t + 24, &u32, 4);			/* FREs after it */
+	start = -4096;					/* the page, from the table */
+	memcpy(t + 28, &start, 4);
+	u32 = 4096;
+	memcpy(t + 32, &u32, 4);			/* its size */
+	if (mprotect(page, 4096, PROT_READ | PROT_EXEC)) {
+		perror("mprotect");
+		exit(1);
+	}
+	arg = (struct prctl_sframe){
+		.sframe_start = (uintptr_t)t, .sframe_size = 48,
+		.text_start = (uintptr_t)page, .text_size = 4096,
+	};
+	if (prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 0)) {
+		perror("prctl(PR_SFRAME_ADD)");
+		exit(1);
 	}
 }
 
@@ -232,8 +295,8 @@ int main(int argc, char **argv)
 	}
 	depth = atoi(argv[2]);
 	if (strcmp(argv[1], "long-syscall") && strcmp(argv[1], "short-syscall") &&
-	    strcmp(argv[1], "user-loop") && strcmp(argv[1], "threads") &&
-	    strcmp(argv[1], "fork-exec")) {
+	    strcmp(argv[1], "user-loop") && strcmp(argv[1], "user-loop-table") &&
+	    strcmp(argv[1], "threads") && strcmp(argv[1], "fork-exec")) {
 		fprintf(stderr, "bench-workload: unknown kind %s\n", argv[1]);
 		return 2;
 	}
@@ -249,6 +312,8 @@ int main(int argc, char **argv)
 	}
 	/* Touch the buffer once: page faults are not the work measured. */
 	read_zero(long_buf, LONG_READ);
+	if (!strcmp(argv[1], "user-loop-table"))
+		register_other_table();
 
 	if (argv[3][0] == '-') {
 		/* Calibration: double the units until they take long enough. */
