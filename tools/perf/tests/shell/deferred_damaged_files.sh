@@ -11,7 +11,8 @@
 # a data section past the end of the file (also one with deferred callchains)
 # or ending inside an event header (perf mapped it again, for ever).
 # Each goes through perf script and perf report -D, which must refuse it
-# (a non-zero exit and a message) or read it (exit 0), as each case says,
+# (a non-zero exit and a short message: its reason, in at most four lines
+# with perf's own framing) or read it (exit 0), as each case says,
 # and never die of a signal. Built with ASAN (make check runs
 # it so), perf also reports any read past a buffer.
 
@@ -209,6 +210,12 @@ check() {
 			err=1
 		elif [ "$expect" = refused ] && [ "$status" = 0 ]; then
 			echo "FAIL: perf $cmd read $1, which it must refuse with an error"
+			err=1
+		elif [ "$expect" = refused ] &&
+		     [ "$(grep -c '[^[:space:]]' "$tmpdir/err")" -gt 4 ]; then
+			# the reason, and perf's own framing of a failed event
+			echo "FAIL: perf $cmd refused $1 with more than a short message:"
+			head -n 8 "$tmpdir/err"
 			err=1
 		else
 			echo "ok: perf $cmd on $1: exit $status$(head -n 1 "$tmpdir/err" | sed 's/^/, /')"
