@@ -21,6 +21,7 @@
  * NMIs on the CPU it runs on, never by another CPU: compiler ordering and
  * atomic operations against a nested NMI are all it needs.
  */
+#include <linux/export.h>
 #include <linux/irq_work.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
@@ -681,15 +682,17 @@ void unwind_deferred_user_rewrite(void)
  * changes what a walk would see: the user registers (a uprobe hit, whose
  * handlers and call emulation run in an RCU read section), or the task's
  * tid (exec: de_thread() may give a thread its leader's, and a record
- * written after would not carry the tid of its samples). The pending walk
- * runs here, against the stack the requests saw, and until
+ * written after would not carry the tid of its samples); or that runs
+ * task work under a lock (KVM_RUN, under the vCPU's mutex). The pending
+ * walk runs here, against the stack the requests saw, and until
  * unwind_deferred_resume() requests are walked in place (-EAGAIN): no walk
- * runs inside the stretch.
+ * runs inside the stretch. Exported, as KVM may be a module.
  */
 void unwind_deferred_pause(void)
 {
 	unwind_end_stay_now(&current->unwind_info, UNWIND_COOKIE_BLOCKED);
 }
+EXPORT_SYMBOL_GPL(unwind_deferred_pause);
 
 /**
  * unwind_deferred_resume - defer requests again
@@ -705,3 +708,4 @@ void unwind_deferred_resume(void)
 
 	try_cmpxchg64(&current->unwind_info.cookie, &blocked, 0);
 }
+EXPORT_SYMBOL_GPL(unwind_deferred_resume);
