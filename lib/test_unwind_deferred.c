@@ -26,6 +26,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/task_work.h>
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/unwind_deferred.h>
@@ -305,6 +306,11 @@ static void udt_run_step(struct udt_step *step)
 	case UDT_CTX_NMI:
 		udt_request_from_nmi(step);
 		break;
+	case UDT_CTX_TASK_WORK:
+		/* Task context, no lock held: the walk may run here. */
+		task_work_run();
+		step->ret = 0;
+		break;
 	}
 }
 
@@ -347,7 +353,8 @@ static long udt_ioctl_request(void __user *uarg)
 	for (i = 0; i < req.nr_steps; i++) {
 		struct udt_step *step = &req.steps[i];
 
-		if (step->consumer >= UDT_CONSUMERS || step->context > UDT_CTX_NMI)
+		if (step->consumer >= UDT_CONSUMERS ||
+		    step->context > UDT_CTX_TASK_WORK)
 			return -EINVAL;
 		step->cookie = 0;
 		step->ret = -EINPROGRESS;

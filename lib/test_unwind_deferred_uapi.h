@@ -26,6 +26,12 @@
 #define UDT_CTX_TASK		0	/* the ioctl itself */
 #define UDT_CTX_IRQ		1	/* an irq_work, in hard interrupt context */
 #define UDT_CTX_NMI		2	/* a self-NMI */
+/*
+ * Not a request: run the task's pending task work here, as io_uring's
+ * wait does before its system call returns. The stay goes on after its
+ * walk, and the steps after this one request in it. @consumer is unused.
+ */
+#define UDT_CTX_TASK_WORK	3
 
 /**
  * struct udt_step - one unwind_deferred_request() for the calling task

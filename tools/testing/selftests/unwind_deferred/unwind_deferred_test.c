@@ -29,6 +29,7 @@
 
 #include "../kselftest_harness.h"
 #include "../perf_events/deferred_iwi.h"
+#include "../perf_events/deferred_kallsyms.h"
 #include "udt_hook.h"
 
 /* argv[1] of the image that the exec test starts. */
@@ -482,35 +483,6 @@ static long read_knob(const char *path)
 	return n > 0 ? strtol(buf, NULL, 0) : -EIO;
 }
 
-/*
- * The text of the kernel function @name, [*start, *end): up to the next
- * symbol of /proc/kallsyms. False when it is not there.
- */
-static bool kernel_function(const char *name, unsigned long long *start,
-			    unsigned long long *end)
-{
-	char line[256], sym[128], type;
-	unsigned long long addr;
-	FILE *f;
-
-	*start = 0;
-	*end = ~0ULL;
-	f = fopen("/proc/kallsyms", "r");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx %c %127s", &addr, &type, sym) == 3 &&
-		    !strcmp(sym, name))
-			*start = addr;
-	rewind(f);
-	while (*start && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%llx %c %127s", &addr, &type, sym) == 3 &&
-		    addr > *start && addr < *end)
-			*end = addr;
-	fclose(f);
-	return *start && *end != ~0ULL;
-}
-
 /* Three stays of a new thread, whose first walk cache allocations fail. */
 struct failing_stays {
 	int fd;
@@ -535,6 +507,10 @@ static void *failing_stays_thread(void *arg)
 		return NULL;
 	}
 	for (i = 0; i < 3; i++) {
+		/* Asked, walked, then asked again in the same stay. */
+		for (c = 0; c < UDT_CONSUMERS; c++)
+			add_step(&fs->req[i], c, UDT_CTX_TASK);
+		add_step(&fs->req[i], 0, UDT_CTX_TASK_WORK);
 		for (c = 0; c < UDT_CONSUMERS; c++)
 			add_step(&fs->req[i], c, UDT_CTX_TASK);
 		add_step(&fs->req[i], 0, UDT_CTX_IRQ);
@@ -558,11 +534,13 @@ static void *failing_stays_thread(void *arg)
 
 /*
  * When the walk cache cannot be allocated, the stay's consumers get an
- * empty stack once each and the stay is served: one allocation tried per
- * stay, not one per request. The next stay tries again, and walks once
- * the allocation succeeds. failslab fails the first two allocations made
- * by the deferred walk (a stack filter on unwind_deferred_run()) of one
- * thread (its task filter).
+ * empty stack once each and the stay is served: the requests that come
+ * after the walk in the same stay (the hook runs the task work in its
+ * system call, as io_uring's wait does) are told it ran, and queue no
+ * new walk and no new allocation. The next stay tries again, and walks
+ * once the allocation succeeds. failslab fails the first two allocations
+ * made by the deferred walk (a stack filter on unwind_deferred_run()) of
+ * one thread (its task filter).
  */
 TEST_F(unwind, walk_cache_allocation_fails_once_per_stay)
 {
@@ -615,8 +593,13 @@ TEST_F(unwind, walk_cache_allocation_fails_once_per_stay)
 		EXPECT_EQ(i < 2 ? 0 : 1, fs.res[i][0].walks)
 			TH_LOG("stay %d: want %d walks in all, seen %u", i,
 			       i < 2 ? 0 : 1, fs.res[i][0].walks);
-		EXPECT_EQ(fs.req[i].steps[0].cookie, fs.req[i].steps[2].cookie)
-			TH_LOG("stay %d: the IRQ's request has the stay's cookie", i);
+		for (c = 3; c < 6; c++) {
+			EXPECT_EQ(1, fs.req[i].steps[c].ret)
+				TH_LOG("stay %d, request %d after the walk: want 1 (ran), seen %d",
+				       i, c, fs.req[i].steps[c].ret);
+			EXPECT_EQ(fs.req[i].steps[0].cookie, fs.req[i].steps[c].cookie)
+				TH_LOG("stay %d, request %d: want the stay's cookie", i, c);
+		}
 	}
 	for (i = 0; i < 2; i++)
 		EXPECT_EQ(0, fs.res[i][0].nr)
