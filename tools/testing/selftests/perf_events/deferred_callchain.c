@@ -305,6 +305,32 @@ static bool record_has_stack(const struct ring_record *rec, pid_t tid,
 	       !memcmp(rec->ips, ips, nr * sizeof(__u64));
 }
 
+/* Whether record j is a PERF_RECORD_CALLCHAIN_DEFERRED of tid. */
+static bool is_record_of(const struct ring *r, size_t j, pid_t tid)
+{
+	return r->rec[j].type == PERF_RECORD_CALLCHAIN_DEFERRED &&
+	       r->rec[j].tid == (__u32)tid;
+}
+
+/*
+ * Whether a PERF_RECORD_LOST lies between the record of tid before
+ * sample i and the one after it: the stay of sample i may have lost its
+ * record there (the kernel reports the loss at its next write, before or
+ * after the sample).
+ */
+static bool loss_near(const struct ring *r, size_t i, pid_t tid)
+{
+	size_t j;
+
+	for (j = i; j-- > 0 && !is_record_of(r, j, tid);)
+		if (r->rec[j].type == PERF_RECORD_LOST)
+			return true;
+	for (j = i + 1; j < r->nr_rec && !is_record_of(r, j, tid); j++)
+		if (r->rec[j].type == PERF_RECORD_LOST)
+			return true;
+	return false;
+}
+
 /*
  * Whether sample i of tid, taken in the kernel with cookie 0, carries the
  * walk of its stay inline: the user part of its callchain is the stack of
@@ -312,13 +338,11 @@ static bool record_has_stack(const struct ring_record *rec, pid_t tid,
  * after the stay's walk but before its record reached their buffer (an
  * interrupt of the deferred work itself, writing the records).
  *
- * When the buffer lost records (lost), the stay's own record may be one
- * of them, and the samples of the stay after its walk carry that walk:
- * then the stack must be one that a record of tid carries, before or
- * after the sample.
+ * When the stay's own record was lost (a loss near the sample), the
+ * samples of the stay after its walk carry that walk: then the stack
+ * must be one that a record of tid carries, before or after the sample.
  */
-static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid,
-			       bool lost)
+static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid)
 {
 	const struct ring_record *s = &r->rec[i];
 	__u64 k, nr;
@@ -330,16 +354,15 @@ static bool carries_stays_walk(const struct ring *r, size_t i, pid_t tid,
 		return false;
 	nr = s->nr - k - 1;
 	for (j = i + 1; j < r->nr_rec; j++) {
-		const struct ring_record *rec = &r->rec[j];
-
-		if (rec->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
-		    rec->tid != (__u32)tid)
+		if (!is_record_of(r, j, tid))
 			continue;
-		if (record_has_stack(rec, tid, &s->ips[k + 1], nr))
+		if (record_has_stack(&r->rec[j], tid, &s->ips[k + 1], nr))
 			return true;
 		break;
 	}
-	for (j = 0; lost && j < r->nr_rec; j++)
+	if (!loss_near(r, i, tid))
+		return false;
+	for (j = 0; j < r->nr_rec; j++)
 		if (record_has_stack(&r->rec[j], tid, &s->ips[k + 1], nr))
 			return true;
 	return false;
@@ -407,7 +430,7 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 		} else if (taken_in_kernel_mode(s)) {
 			st.kernel++;
 			if (!s->cookie && (flags & ALL_DEFERRED) &&
-			    carries_stays_walk(r, i, tid, lost))
+			    carries_stays_walk(r, i, tid))
 				st.inline_walk++;
 			else if (!s->cookie && (flags & ALL_DEFERRED) && !bad_zero++)
 				snprintf(zero_msg, sizeof(zero_msg),
