@@ -11,9 +11,56 @@
 #include <linux/errno.h>
 #include <linux/mm_types.h>
 #include <linux/sched.h>
+#include <linux/unwind_user_types.h>
 
 struct file;
-struct unwind_user_frame;
+struct sframe_section;
+
+/**
+ * struct sframe_func - a function's description, whatever the version
+ * @start:	the function's address
+ * @size:	its bytes
+ * @fres:	its first FRE, in the process's memory
+ * @fres_num:	its FREs
+ * @info:	the FDE's info byte: FRE start size, PC type (v3: signal)
+ * @info2:	v3's second info byte, the data words' type; 0 (DEFAULT) before
+ * @rep_size:	the block size of a PCMASK function
+ */
+struct sframe_func {
+	unsigned long	start;
+	u32		size;
+	unsigned long	fres;
+	u32		fres_num;
+	u8		info;
+	u8		info2;
+	u8		rep_size;
+};
+
+/**
+ * struct sframe_walk - what one walk keeps from one frame to the next
+ * @sec:	the table of the last frame looked up, referenced; NULL: none
+ * @func:	the function of that frame in @sec, when @have_func
+ * @have_func:	@func is valid
+ * @addr:	the address of the last lookup, when @have_rule
+ * @have_rule:	@rule and @ret are what that lookup found
+ * @ret:	what sframe_find() returned for @addr
+ * @rule:	the frame rule it found
+ *
+ * A recursion, or a deep chain through few functions, looks the same
+ * table, function and often the same address up again: the walk finds
+ * them here, with no read of the table. Only the walking task uses it,
+ * within one walk, which holds a reference on @sec; sframe_walk_end()
+ * drops it. Zeroed: nothing kept.
+ */
+struct sframe_walk {
+	struct sframe_section	*sec;
+	struct sframe_func	func;
+	bool			have_func;
+	bool			have_rule;
+	int			ret;
+	unsigned long		addr;
+	struct unwind_user_frame rule;
+};
 
 #ifdef CONFIG_UNWIND_USER_SFRAME
 
@@ -26,8 +73,9 @@ void __sframe_unmapped(struct mm_struct *mm, unsigned long start,
 		       unsigned long end);
 int sframe_prctl(unsigned long op, unsigned long arg3, unsigned long arg4,
 		 unsigned long arg5);
-int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
-		unsigned int *reads_left);
+int sframe_find(struct sframe_walk *walk, unsigned long ip,
+		struct unwind_user_frame *frame, unsigned int *reads_left);
+void sframe_walk_end(struct sframe_walk *walk);
 
 static inline bool mm_has_sframe(struct mm_struct *mm)
 {
@@ -86,11 +134,14 @@ static inline int sframe_prctl(unsigned long op, unsigned long arg3,
 	return -EINVAL;
 }
 
-static inline int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
+static inline int sframe_find(struct sframe_walk *walk, unsigned long ip,
+			      struct unwind_user_frame *frame,
 			      unsigned int *reads_left)
 {
 	return -ENOENT;
 }
+
+static inline void sframe_walk_end(struct sframe_walk *walk) {}
 
 static inline bool current_has_sframe(void)
 {

@@ -628,26 +628,6 @@ static int sframe_read(void *buf, unsigned long addr, size_t len,
 	return 0;
 }
 
-/**
- * struct sframe_func - a function's description, whatever the version
- * @start:	the function's address
- * @size:	its bytes
- * @fres:	its first FRE, in the process's memory
- * @fres_num:	its FREs
- * @info:	the FDE's info byte: FRE start size, PC type (v3: signal)
- * @info2:	v3's second info byte, the data words' type; 0 (DEFAULT) before
- * @rep_size:	the block size of a PCMASK function
- */
-struct sframe_func {
-	unsigned long	start;
-	u32		size;
-	unsigned long	fres;
-	u32		fres_num;
-	u8		info;
-	u8		info2;
-	u8		rep_size;
-};
-
 /*
  * The start of the function of the FDE at @fde_addr: @start_off from the
  * field (PCREL: the field is the FDE's first) or from the section.
@@ -1011,30 +991,19 @@ bool __sframe_covers_ip(struct mm_struct *mm, unsigned long ip)
 	return mtree_load(&mm->sframe_mt, ip);
 }
 
-/**
- * sframe_find - how to step from the frame at @ip to its caller's
- * @ip:		a user address of the current task: where it stopped, or a
- *		return address minus one (the call, which may end a function)
- * @frame:	filled with the frame's CFA rule and saved registers
- * @reads_left:	the walk's budget of user reads, charged for each
- *
- * Context: task context, may fault and sleep.
- *
- * Return: 0 with @frame filled; -ENOENT when no table describes @ip, or
- * its table does not and says that its code keeps frame pointers: the
- * caller walks that frame by its frame pointer; any other error when the
- * table cannot say (damaged, or not readable): the walk ends.
+/*
+ * The table that describes @ip, referenced in @walk: the last frame's if
+ * its code holds @ip, else a new lookup. NULL when none does.
  */
-int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
-		unsigned int *reads_left)
+static struct sframe_section *sframe_walk_table(struct sframe_walk *walk,
+						struct mm_struct *mm,
+						unsigned long ip)
 {
-	struct mm_struct *mm = current->mm;
-	struct sframe_section *sec;
-	struct sframe_func func;
-	int ret;
+	struct sframe_section *sec = walk->sec;
 
-	if (!mm)
-		return -ENOENT;
+	if (sec && ip >= sec->text_start && ip < sec->text_end)
+		return sec;
+	sframe_walk_end(walk);
 
 	/* A reference, not a read-side section: the reads may fault and wait. */
 	rcu_read_lock();
@@ -1042,32 +1011,107 @@ int sframe_find(unsigned long ip, struct unwind_user_frame *frame,
 	if (sec && !refcount_inc_not_zero(&sec->ref))
 		sec = NULL;
 	rcu_read_unlock();
-	if (!sec)
-		return -ENOENT;
+	walk->sec = sec;
+	return sec;
+}
 
-	ret = sframe_find_func(sec, ip, &func, reads_left);
-	if (ret)
-		goto out;
+/* How to step from @ip by the table @sec; see sframe_find(). */
+static int sframe_find_rule(struct sframe_walk *walk, struct sframe_section *sec,
+			    unsigned long ip, struct unwind_user_frame *frame,
+			    unsigned int *reads_left)
+{
+	struct sframe_func *func = &walk->func;
+	int ret;
+
+	/* The last frame's function again (recursion): no search. */
+	if (!walk->have_func || ip < func->start || ip - func->start >= func->size) {
+		walk->have_func = false;
+		ret = sframe_find_func(sec, ip, func, reads_left);
+		if (ret)
+			return ret;
+		walk->have_func = true;
+	}
 	if (sec->version == SFRAME_VERSION_3) {
 		/* A signal's restorer: no FRE says more than the mark. */
-		if (SFRAME_V3_FDE_SIGNAL(func.info)) {
+		if (SFRAME_V3_FDE_SIGNAL(func->info)) {
 			memset(frame, 0, sizeof(*frame));
 			frame->signal = true;
-			goto out;
+			return 0;
 		}
 		/* A DEFAULT function without FREs marks the outermost frame. */
-		if (!func.fres_num &&
-		    SFRAME_V3_FDE_TYPE(func.info2) == SFRAME_V3_FDE_TYPE_DEFAULT) {
+		if (!func->fres_num &&
+		    SFRAME_V3_FDE_TYPE(func->info2) == SFRAME_V3_FDE_TYPE_DEFAULT) {
 			memset(frame, 0, sizeof(*frame));
 			frame->outermost = true;
-			goto out;
+			return 0;
 		}
 	}
-	ret = sframe_find_fre(sec, &func, ip, frame, reads_left);
-out:
+	return sframe_find_fre(sec, func, ip, frame, reads_left);
+}
+
+/**
+ * sframe_find - how to step from the frame at @ip to its caller's
+ * @walk:	what the walk kept from its earlier frames; zeroed at the
+ *		walk's start, given to sframe_walk_end() at its end
+ * @ip:		a user address of the current task: where it stopped, or a
+ *		return address minus one (the call, which may end a function)
+ * @frame:	filled with the frame's CFA rule and saved registers
+ * @reads_left:	the walk's budget of user reads, charged for each
+ *
+ * Context: task context, may fault and sleep.
+ *
+ * The table, the function and the rule of the last frame are kept in
+ * @walk: a frame of the same function is looked up without a search, a
+ * frame at the same address (a recursion's return addresses) without a
+ * read. Within one walk the table is read as it was at the first lookup
+ * of each thing kept, which a task rewriting its table cannot turn into
+ * more than a wrong stack: every frame must still lie above the last.
+ *
+ * Return: 0 with @frame filled; -ENOENT when no table describes @ip, or
+ * its table does not and says that its code keeps frame pointers: the
+ * caller walks that frame by its frame pointer; any other error when the
+ * table cannot say (damaged, or not readable): the walk ends.
+ */
+int sframe_find(struct sframe_walk *walk, unsigned long ip,
+		struct unwind_user_frame *frame, unsigned int *reads_left)
+{
+	struct mm_struct *mm = current->mm;
+	struct sframe_section *sec;
+	int ret;
+
+	if (!mm)
+		return -ENOENT;
+	if (walk->have_rule && walk->addr == ip) {
+		*frame = walk->rule;
+		return walk->ret;
+	}
+
+	sec = sframe_walk_table(walk, mm, ip);
+	if (!sec)
+		return -ENOENT;
+	ret = sframe_find_rule(walk, sec, ip, frame, reads_left);
 	/* Code the table leaves out is walked by frame pointers only if it keeps them. */
 	if (ret == -ESRCH)
 		ret = sec->flags & SFRAME_F_FRAME_POINTER ? -ENOENT : -ESRCH;
-	sframe_put(sec);
+
+	/* Out of budget is not what the table says: not kept. */
+	walk->have_rule = ret != -E2BIG;
+	walk->addr = ip;
+	walk->ret = ret;
+	if (!ret)
+		walk->rule = *frame;
 	return ret;
+}
+
+/**
+ * sframe_walk_end - a walk is done with what it kept
+ * @walk:	as sframe_find() left it
+ *
+ * Drops the reference on the last table, and forgets the rest.
+ */
+void sframe_walk_end(struct sframe_walk *walk)
+{
+	if (walk->sec)
+		sframe_put(walk->sec);
+	memset(walk, 0, sizeof(*walk));
 }

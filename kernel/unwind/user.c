@@ -116,6 +116,7 @@ static unsigned long unwind_user_ip(struct pt_regs *regs)
  *		interrupted: its @ip is exact, not a return address
  * @sframe:	the task has SFrame tables (64-bit tasks only)
  * @done:	nothing more to walk
+ * @tables:	what the walk by tables keeps from frame to frame
  */
 struct unwind_user_state {
 	unsigned long	ip;
@@ -126,6 +127,7 @@ struct unwind_user_state {
 	bool		topmost;
 	bool		sframe;
 	bool		done;
+	struct sframe_walk tables;
 };
 
 /*
@@ -211,7 +213,8 @@ static void unwind_user_next(struct unwind_user_state *state)
 	 * past the end of the calling function: look up the call.
 	 */
 	if (state->sframe)
-		ret = sframe_find(state->topmost ? state->ip : state->ip - 1,
+		ret = sframe_find(&state->tables,
+				  state->topmost ? state->ip : state->ip - 1,
 				  &frame, &state->reads_left);
 	if (ret == -ENOENT)
 		unwind_user_fp_frame(&frame, state->word);
@@ -279,6 +282,7 @@ int unwind_user_faultable(struct unwind_stacktrace *trace,
 		state.ip = unwind_uretprobe_fixup(&ur, state.ip);
 		entries[nr++] = state.ip;
 	}
+	sframe_walk_end(&state.tables);
 	trace->nr = nr;
 	return UNWIND_USER_MAX_READS - state.reads_left;
 }
