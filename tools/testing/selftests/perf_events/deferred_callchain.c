@@ -225,21 +225,7 @@ static void chain_fini(struct chain *c)
 
 static struct perf_event_attr clock_attr(__u64 config, bool deferred)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= config,
-		.sample_period	= SAMPLE_PERIOD_NS,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
-
-	if (deferred)
-		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
-	return attr;
+	return sw_sample_attr(config, SAMPLE_PERIOD_NS, deferred);
 }
 
 /* Sample the chain in this thread with the events behind rings[]. */
@@ -997,18 +983,10 @@ static void blocker_migrate(struct __test_metadata *_metadata, struct blocker *b
 /* A context switch sample of each block, in the kernel, with its cookie. */
 static struct perf_event_attr switch_attr(void)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= PERF_COUNT_SW_CONTEXT_SWITCHES,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-	};
+	struct perf_event_attr attr =
+		sw_sample_attr(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, true);
 
+	attr.disabled = 0;
 	return attr;
 }
 

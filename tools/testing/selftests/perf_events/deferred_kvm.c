@@ -120,18 +120,8 @@ static int run_loop_samples(const struct ring *r, unsigned long long start,
 
 TEST(kvm_run_samples_are_walked_in_place)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period	= PERIOD_NS,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
+	struct perf_event_attr attr =
+		sw_sample_attr(PERF_COUNT_SW_CPU_CLOCK, PERIOD_NS, true);
 	int in_run = 0, deferred = 0, no_user = 0, runs = 0;
 	double deadline = ring_now() + RUN_SECONDS;
 	unsigned long long start, end;

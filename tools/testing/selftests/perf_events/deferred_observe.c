@@ -67,20 +67,7 @@ static __u64 mono_ns(void)
 
 static struct perf_event_attr clock_attr(__u64 config)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= config,
-		.sample_period	= PERIOD_NS,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
-
-	return attr;
+	return sw_sample_attr(config, PERIOD_NS, true);
 }
 
 static int perf_open_flags(struct perf_event_attr *attr, pid_t pid, int cpu,

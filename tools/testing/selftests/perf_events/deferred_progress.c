@@ -112,21 +112,7 @@
 
 static struct perf_event_attr clock_attr(__u64 config, bool deferred, __u64 period)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= config,
-		.sample_period	= period,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
-
-	if (deferred)
-		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
-	return attr;
+	return sw_sample_attr(config, period, deferred);
 }
 
 static double thread_cpu_seconds(void)

@@ -106,6 +106,31 @@ static inline const __u64 *user_mode_walk(const struct ring_record *s, __u64 *nr
 	return &s->ips[1];
 }
 
+/*
+ * A software event that samples every @period (ns for the clocks) with
+ * the ip, tid, time, cpu and callchain of each sample, its user part
+ * deferred when @deferred, sample_id_all on; opened disabled.
+ */
+static inline struct perf_event_attr sw_sample_attr(__u64 config, __u64 period,
+						    bool deferred)
+{
+	struct perf_event_attr attr = {
+		.size		= sizeof(attr),
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= config,
+		.sample_period	= period,
+		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
+				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
+		.sample_id_all	= 1,
+		.disabled	= 1,
+	};
+
+	if (deferred)
+		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	return attr;
+}
+
 static inline const char *cookie_problem(__u64 cookie)
 {
 	__u32 cpu1 = (__u32)cookie;
