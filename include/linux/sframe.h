@@ -45,6 +45,8 @@ struct sframe_func {
  * @have_rule:	@rule and @ret are what that lookup found
  * @ret:	what sframe_find() returned for @addr
  * @rule:	the frame rule it found
+ * @have_gen:	@gen is read
+ * @gen:	the generation of the mm's tables the walk caches rules of
  *
  * A recursion, or a deep chain through few functions, looks the same
  * table, function and often the same address up again: the walk finds
@@ -60,6 +62,8 @@ struct sframe_walk {
 	int			ret;
 	unsigned long		addr;
 	struct unwind_user_frame rule;
+	bool			have_gen;
+	u32			gen;
 };
 
 #ifdef CONFIG_UNWIND_USER_SFRAME

@@ -49,6 +49,7 @@
 #include <linux/unaligned.h>
 
 #include "sframe.h"
+#include "sframe_cache.h"
 
 /*
  * The most FREs looked at for one address: a function's FREs are sorted,
@@ -185,6 +186,7 @@ static void sframe_remove(struct mm_struct *mm, struct sframe_section *sec)
 	if (mas_walk(&mas) == sec) {
 		mas_store_gfp(&mas, NULL, GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
 		mm->sframe_registered -= sec->registered;
+		sframe_cache_tables_changed(mm);
 	}
 	mtree_unlock(&mm->sframe_mt);
 	sframe_put(sec);
@@ -211,8 +213,10 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_section *sec)
 	refcount_set(&sec->ref, 1);
 	ret = mtree_insert_range(&mm->sframe_mt, sec->text_start,
 				 sec->text_end - 1, sec, GFP_KERNEL_ACCOUNT);
-	if (!ret)
+	if (!ret) {
 		mm->sframe_registered += sec->registered;
+		sframe_cache_tables_changed(mm);
+	}
 	return ret;
 }
 
@@ -240,6 +244,9 @@ void sframe_mm_init(struct mm_struct *mm)
 	/* Walks look tables up without the tree's lock: RCU mode. */
 	mt_init_flags(&mm->sframe_mt, MT_FLAGS_USE_RCU);
 	mm->sframe_registered = 0;
+	/* A forked mm's copy of its parent's cache is not its own. */
+	mm->sframe_cache = NULL;
+	mm->sframe_gen = 0;
 }
 
 /**
@@ -289,6 +296,7 @@ void sframe_free_mm(struct mm_struct *mm)
 	mt_for_each(&mm->sframe_mt, sec, index, ULONG_MAX)
 		kfree(sec);
 	mtree_destroy(&mm->sframe_mt);
+	sframe_cache_free(mm);
 }
 
 /**
@@ -1003,7 +1011,11 @@ static struct sframe_section *sframe_walk_table(struct sframe_walk *walk,
 
 	if (sec && ip >= sec->text_start && ip < sec->text_end)
 		return sec;
-	sframe_walk_end(walk);
+	/* Another table: the last one's function goes with it. */
+	if (sec)
+		sframe_put(sec);
+	walk->sec = NULL;
+	walk->have_func = false;
 
 	/* A reference, not a read-side section: the reads may fault and wait. */
 	rcu_read_lock();
@@ -1060,12 +1072,15 @@ static int sframe_find_rule(struct sframe_walk *walk, struct sframe_section *sec
  *
  * Context: task context, may fault and sleep.
  *
- * The table, the function and the rule of the last frame are kept in
- * @walk: a frame of the same function is looked up without a search, a
- * frame at the same address (a recursion's return addresses) without a
- * read. Within one walk the table is read as it was at the first lookup
- * of each thing kept, which a task rewriting its table cannot turn into
- * more than a wrong stack: every frame must still lie above the last.
+ * What the walks of the process found is kept in its mm's cache
+ * (sframe_cache.c) until its tables change: an address met before is
+ * looked up there, with no read of a table. Within one walk the table,
+ * the function and the rule of the last frame are kept in @walk as well:
+ * a frame of the same function is looked up without a search, a frame at
+ * the same address (a recursion's return addresses) without even the
+ * cache. A table is read as it was at the first lookup of each thing
+ * kept, which a task rewriting its table cannot turn into more than a
+ * wrong stack: every frame must still lie above the last.
  *
  * Return: 0 with @frame filled; -ENOENT when no table describes @ip, or
  * its table does not and says that its code keeps frame pointers: the
@@ -1086,14 +1101,30 @@ int sframe_find(struct sframe_walk *walk, unsigned long ip,
 		return walk->ret;
 	}
 
-	sec = sframe_walk_table(walk, mm, ip);
-	if (!sec)
-		return -ENOENT;
-	ret = sframe_find_rule(walk, sec, ip, frame, reads_left);
-	/* Code the table leaves out is walked by frame pointers only if it keeps them. */
-	if (ret == -ESRCH)
-		ret = sec->flags & SFRAME_F_FRAME_POINTER ? -ENOENT : -ESRCH;
+	/*
+	 * One generation for the whole walk, read before its first table:
+	 * a table kept in @walk may have gone from the tree since, and what
+	 * it says must not be cached as the tree's newer state.
+	 */
+	if (!walk->have_gen) {
+		walk->gen = sframe_cache_gen(mm);
+		walk->have_gen = true;
+	}
+	if (sframe_cache_lookup(mm, ip, walk->gen, frame, &ret))
+		goto keep;
 
+	sec = sframe_walk_table(walk, mm, ip);
+	if (sec) {
+		ret = sframe_find_rule(walk, sec, ip, frame, reads_left);
+		/* Code the table leaves out is walked by frame pointers only if it keeps them. */
+		if (ret == -ESRCH)
+			ret = sec->flags & SFRAME_F_FRAME_POINTER ? -ENOENT : -ESRCH;
+	} else {
+		ret = -ENOENT;
+	}
+	sframe_cache_store(mm, ip, walk->gen, frame, ret);
+
+keep:
 	/* Out of budget is not what the table says: not kept. */
 	walk->have_rule = ret != -E2BIG;
 	walk->addr = ip;
