@@ -1263,8 +1263,9 @@ TEST_F(sframe, damaged_tables_end_the_walk)
 
 /*
  * The program's own table with its FDEs reversed in place, still flagged
- * sorted (the walk reads the table at every walk): the binary search
- * misses, and the walk ends where it does, with what it found.
+ * sorted (the walk reads what it has not cached of the table at every
+ * walk): the binary search misses, and the walk ends where it does, with
+ * what it found.
  */
 TEST_F(sframe, unsorted_fdes_end_the_walk)
 {
@@ -1305,7 +1306,15 @@ TEST_F(sframe, unsorted_fdes_end_the_walk)
 	EXPECT_GT(4, res.nr) TH_LOG("reversed FDEs: expected the walk to end early");
 	expect_walk(_metadata, &res, want, res.nr < 4 ? res.nr : 4, false,
 		    "reversed FDEs: a prefix of the chain");
-	/* Sorted again: the whole chain. */
+	/*
+	 * Sorted again, and registered again, as a changed table must be
+	 * (what the walks found in it is cached): the whole chain.
+	 */
+	ASSERT_EQ(0, sframe_remove(self->prog.text_start));
+	self->prog_removed = true;
+	ASSERT_EQ(0, sframe_add(self->prog.sframe_start, self->prog.sframe_size,
+				self->prog.text_start, self->prog.text_size));
+	self->prog_removed = false;
 	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
 	chain_want(&c, want);
 	expect_walk(_metadata, &res, want, 4, false, "the table restored");
@@ -1364,6 +1373,113 @@ TEST_F(sframe, recursion_looks_its_rule_up_once)
 	EXPECT_GE(2 * 128, deep - shallow)
 		TH_LOG("want at most 2 reads per frame of recursion, seen %.1f",
 		       (deep - shallow) / 128.0);
+}
+
+/* A walk of the chain from a thread of its own. */
+struct chain_thread {
+	int fd;
+	struct chain c;
+	struct udt_result res;
+	long ret;
+};
+
+static void *chain_thread(void *arg)
+{
+	struct chain_thread *ct = arg;
+
+	ct->ret = walk_chain(ct->fd, &ct->c, &ct->res);
+	return NULL;
+}
+
+/*
+ * What a walk looked up stays in its mm's cache (sframe_cache.c): a later
+ * walk through the same return addresses, by another thread of the
+ * process too, reads the stack and no byte of a table. Two threads walk
+ * the chain from the same call site, one after the other: the first
+ * walk's frames below the threads' own were met by the main thread's
+ * walk, the second walk's were all met before. A frame costs at most two
+ * reads of the stack (the saved frame pointer and the return address),
+ * and so does the step that ends the walk.
+ */
+TEST_F(sframe, later_walks_of_the_process_read_no_table)
+{
+	struct chain_thread threads[2] = { { .fd = self->fd }, { .fd = self->fd } };
+	struct udt_result res;
+	unsigned long want[4];
+	struct chain c;
+	pthread_t t;
+	int i;
+
+	ASSERT_EQ(0, walk_chain(self->fd, &c, &res));
+	EXPECT_LT(2 * res.nr, res.reads)
+		TH_LOG("the first walk: expected reads of the table too, seen %u for %u entries",
+		       res.reads, res.nr);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pthread_create(&t, NULL, chain_thread, &threads[i]));
+		ASSERT_EQ(0, pthread_join(t, NULL));
+		ASSERT_EQ(0, threads[i].ret);
+		chain_want(&threads[i].c, want);
+		expect_walk(_metadata, &threads[i].res, want, 4, false,
+			    "a thread's walk of the chain");
+	}
+	TH_LOG("the main thread's walk: %u entries, %u reads; threads': %u entries, %u, %u reads",
+	       res.nr, res.reads, threads[1].res.nr, threads[0].res.reads,
+	       threads[1].res.reads);
+	EXPECT_EQ(threads[0].res.nr, threads[1].res.nr);
+	EXPECT_GE(2 * threads[1].res.nr, threads[1].res.reads)
+		TH_LOG("the second thread: expected the stack's reads alone, at most %u, seen %u",
+		       2 * threads[1].res.nr, threads[1].res.reads);
+}
+
+/*
+ * The cache keeps no rule past its table. The generated code's table,
+ * walked (its rules cached), is registered again saying that the call's
+ * frame is the outermost: the walk ends there. Then the code is mapped
+ * over, which takes the table with it: the walk steps over the frame by
+ * its frame pointer, zeroed, and ends there too. Each time the good
+ * table comes back, the whole walk does.
+ */
+TEST_F(sframe, cached_rules_go_with_their_table)
+{
+	int call_info = v2_fre(JIT_CALL_ROW) + 1;
+	struct udt_result res;
+	struct call_jit cj;
+	struct cb_walk w;
+	unsigned char *code;
+
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_walk(_metadata, &self->jit, &w, &cj, &res, "the table");
+
+	ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+	self->jit.table[call_info] = FRE_INFO(0);
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_stop(_metadata, &self->jit, &w, &cj, &res,
+			"registered again, the call's frame outermost");
+
+	ASSERT_EQ(0, sframe_remove((unsigned long)self->jit.code));
+	jit_table(&self->jit, 2, true, self->jit.table);
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_walk(_metadata, &self->jit, &w, &cj, &res, "the table again");
+
+	code = mmap(self->jit.code, self->jit.page, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ASSERT_EQ(self->jit.code, code) TH_LOG("mmap: %s", strerror(errno));
+	memcpy(code, jit_code, sizeof(jit_code));
+	ASSERT_EQ(0, mprotect(code, self->jit.page, PROT_READ | PROT_EXEC));
+	EXPECT_EQ(-ENOENT, sframe_remove((unsigned long)code))
+		TH_LOG("the table outlived the code it described");
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_stop(_metadata, &self->jit, &w, &cj, &res,
+			"the code mapped over: frame pointers, zeroed");
+
+	ASSERT_EQ(0, jit_add(&self->jit, self->jit.table_size));
+	ASSERT_EQ(0, walk_jit(&self->jit, self->fd, &w, &cj, &res));
+	expect_jit_walk(_metadata, &self->jit, &w, &cj, &res,
+			"the new code's table");
+	ASSERT_EQ(0, sframe_remove((unsigned long)code));
 }
 
 /*
