@@ -27,6 +27,8 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -36,7 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <linux/prctl.h>
 
@@ -48,6 +52,7 @@
 #ifndef PR_SFRAME
 #define PR_SFRAME		0x53465241
 #define PR_SFRAME_ADD		1
+#define PR_SFRAME_REMOVE	2
 struct prctl_sframe {
 	__u64	sframe_start;
 	__u64	sframe_size;
@@ -738,10 +743,15 @@ static bool reaches(uint64_t sf, size_t len, uint64_t text_start,
 	       (int64_t)(text_end - sf) <= INT32_MAX;
 }
 
-static void *map_at(uint64_t addr, size_t len, int flags)
+/*
+ * @len bytes of private memory at @addr (a hint, unless @flags say more):
+ * anonymous, or the table of the cache file @fd (at its second page).
+ */
+static void *map_at(uint64_t addr, size_t len, int flags, int fd)
 {
 	return mmap((void *)addr, len, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+		    MAP_PRIVATE | (fd < 0 ? MAP_ANONYMOUS : 0) | flags, fd,
+		    fd < 0 ? 0 : sysconf(_SC_PAGESIZE));
 }
 
 /*
@@ -758,7 +768,7 @@ static void *map_at(uint64_t addr, size_t len, int flags)
  * places from @addr on, @step bytes apart (negative: downwards).
  */
 static void *map_first_free(uint64_t addr, int64_t step, size_t len,
-			    uint64_t text_start, uint64_t text_end)
+			    uint64_t text_start, uint64_t text_end, int fd)
 {
 	void *sf;
 	int i;
@@ -768,7 +778,7 @@ static void *map_first_free(uint64_t addr, int64_t step, size_t len,
 			break;
 		if (!reaches(addr, len, text_start, text_end))
 			break;
-		sf = map_at(addr, len, MAP_FIXED_NOREPLACE);
+		sf = map_at(addr, len, MAP_FIXED_NOREPLACE, fd);
 		/* A kernel older than 4.17 takes the flag as a mere hint. */
 		if (sf == (void *)addr)
 			return sf;
@@ -779,19 +789,19 @@ static void *map_first_free(uint64_t addr, int64_t step, size_t len,
 }
 
 static void *map_near(uint64_t lo, uint64_t hi, size_t len,
-		      uint64_t text_start, uint64_t text_end, bool program)
+		      uint64_t text_start, uint64_t text_end, bool program, int fd)
 {
 	int64_t step = len + 16 * sysconf(_SC_PAGESIZE);
 	void *sf = NULL;
 
 	if (lo > (uint64_t)step)
-		sf = map_first_free(lo - step, -step, len, text_start, text_end);
+		sf = map_first_free(lo - step, -step, len, text_start, text_end, fd);
 	/* Above the program is its heap: brk() would fail there. */
 	if (!sf && !program)
-		sf = map_first_free(hi + step - len, step, len, text_start, text_end);
+		sf = map_first_free(hi + step - len, step, len, text_start, text_end, fd);
 	if (sf)
 		return sf;
-	sf = map_at(0, len, 0);
+	sf = map_at(0, len, 0, fd);
 	if (sf == MAP_FAILED)
 		return NULL;
 	if (reaches((uint64_t)sf, len, text_start, text_end))
@@ -860,15 +870,18 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 	errno = ENODATA;
 	if (!t->num)
 		return NULL;
-	t->order = calloc(t->num, sizeof(*t->order));
+	/* A table made for another mapping of the file is in order already. */
 	if (!t->order) {
-		errno = ENOMEM;
-		return NULL;
+		t->order = calloc(t->num, sizeof(*t->order));
+		if (!t->order) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		for (i = 0; i < t->num; i++)
+			t->order[i] = i;
+		sort_table = t;
+		qsort(t->order, t->num, sizeof(*t->order), by_start);
 	}
-	for (i = 0; i < t->num; i++)
-		t->order[i] = i;
-	sort_table = t;
-	qsort(t->order, t->num, sizeof(*t->order), by_start);
 
 	if (version == SFRAME_VERSION_3) {
 		fdes_len = t->num * SFRAME_FDE_V3_SIZE;
@@ -881,7 +894,7 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 	*size = len;
 	len = (len + page - 1) & ~(page - 1);
 	sf = map_near(lo & ~(page - 1), (hi + page - 1) & ~(page - 1), len,
-		      text_start, text_end, program);
+		      text_start, text_end, program, -1);
 	if (!sf)
 		return NULL;
 
@@ -920,88 +933,384 @@ static uint8_t *write_table(struct table *t, uint64_t lo, uint64_t hi,
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool verbose;
 
+/* A loaded object: its name ("" for the program), bias and program headers. */
+struct object {
+	const char *name;
+	uint64_t bias;
+	const Elf64_Phdr *phdr;
+	unsigned int phnum;
+};
+
+/* A table this library registered, to go when its object does. */
+struct registered {
+	uint64_t text_start;
+	void *sf;
+	size_t len;
+	bool initial;
+};
+
 /*
- * Objects already seen: their code's start, as long as no object was
- * unloaded (the loader's count of removals) since.
+ * Tables made lately, by file. An auditor's namespace has a libc of its
+ * own, mapped from the same file as the program's: the second one is the
+ * first one's table, moved, not a second conversion. Kept until the
+ * program's first objects are loaded (la_activity()).
  */
-static uint64_t seen[512];
-static unsigned int nr_seen;
-static unsigned long long subs;
+struct made {
+	dev_t dev;
+	ino_t ino;
+	uint64_t bias;
+	struct table t;
+};
 
-static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
+static struct made made[4];
+static unsigned int nr_made;
+static bool keep_made;
+
+static void free_table(struct table *t)
 {
-	__typeof__(info->dlpi_phdr) eh_frame_hdr = NULL;
-	uint64_t text_start = 0, text_end = 0, lo = UINT64_MAX, hi = 0;
-	struct prctl_sframe arg;
-	struct table t = { 0 };
-	const uint8_t *hdr, *eh, *end;
-	struct func *f = data;
-	uint8_t *sf;
-	size_t size = 0;
+	free(t->fdes);
+	free(t->fres);
+	free(t->starts);
+	free(t->order);
+	memset(t, 0, sizeof(*t));
+}
+
+static void forget_made(void)
+{
+	while (nr_made)
+		free_table(&made[--nr_made].t);
+	keep_made = false;
+}
+
+/* The table made for another mapping of @o's file @st, moved to @o's; or NULL. */
+static struct table *made_for(const struct object *o, const struct stat *st)
+{
 	unsigned int i;
-	uint64_t v;
-	int err;
+	size_t k;
 
-	for (i = 0; i < info->dlpi_phnum; i++) {
-		__typeof__(info->dlpi_phdr) ph = &info->dlpi_phdr[i];
+	if (!*o->name)
+		return NULL;
+	for (i = 0; i < nr_made; i++) {
+		struct made *m = &made[i];
 
-		if (ph->p_type == PT_GNU_SFRAME)
-			return 0;	/* it has its own */
-		if (ph->p_type == PT_GNU_EH_FRAME)
-			eh_frame_hdr = ph;
-		if (ph->p_type != PT_LOAD)
+		if (m->dev != st->st_dev || m->ino != st->st_ino)
 			continue;
-		if (info->dlpi_addr + ph->p_vaddr < lo)
-			lo = info->dlpi_addr + ph->p_vaddr;
-		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
-			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-		if ((ph->p_flags & PF_X) && !text_start) {
-			text_start = info->dlpi_addr + ph->p_vaddr;
-			text_end = text_start + ph->p_memsz;
+		for (k = 0; k < m->t.num; k++)
+			m->t.starts[k] += o->bias - m->bias;
+		m->bias = o->bias;
+		return &m->t;
+	}
+	return NULL;
+}
+
+/*
+ * Tables on disk, per user: the work of converting an object's .eh_frame
+ * is done once, not at every start of every program that loads it. A
+ * cache file holds a header saying what it was made from (the file's
+ * device, inode, size and modification time, where its code is, the
+ * SFrame version, the format of this library's tables), then, from its
+ * second page on, the table as it was registered, mapped privately by
+ * later processes: its rows stay shared in the page cache, and only its
+ * function index is written, when the table lands at another distance
+ * from the code (each function's start is relative to its own entry).
+ * The folder: $SFRAME_EH_CACHE_DIR, or $XDG_CACHE_HOME/sframe-eh, or
+ * ~/.cache/sframe-eh; SFRAME_EH_CACHE=0 turns it off. It must be the
+ * user's own and not writable by others; the kernel trusts no table
+ * anyway, so a bad one costs stacks, not safety.
+ */
+#define CACHE_MAGIC		"SFEHTAB"
+/* Bumped with any change of what convert() and write_table() make. */
+#define CACHE_FORMAT		1
+
+struct cache_hdr {
+	char magic[8];
+	uint32_t format;
+	uint32_t version;
+	uint64_t dev, ino, size, mtime_sec, mtime_nsec;
+	uint64_t text_off;	/* the code's start, from the object's bias */
+	uint64_t text_size;
+	int64_t placed;		/* the table's start, from the code's, when made */
+	uint64_t table_size;
+	uint64_t num, eh_fdes, num_fres;
+};
+
+static char cache_dir[PATH_MAX];
+
+static bool private_dir(const char *dir)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return false;
+	return !stat(dir, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & 022);
+}
+
+static void cache_init(void)
+{
+	const char *v = getenv("SFRAME_EH_CACHE"), *dir = getenv("SFRAME_EH_CACHE_DIR");
+	const char *base = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char parent[PATH_MAX];
+	int n;
+
+	cache_dir[0] = 0;
+	if (v && !strcmp(v, "0"))
+		return;
+	if (dir && *dir) {
+		n = snprintf(cache_dir, sizeof(cache_dir), "%s", dir);
+	} else if (base && *base == '/') {
+		n = snprintf(cache_dir, sizeof(cache_dir), "%s/sframe-eh", base);
+	} else if (home && *home == '/') {
+		snprintf(parent, sizeof(parent), "%s/.cache", home);
+		if (!private_dir(parent))
+			return;
+		n = snprintf(cache_dir, sizeof(cache_dir), "%s/sframe-eh", parent);
+	} else {
+		return;
+	}
+	if (n <= 0 || n >= (int)sizeof(cache_dir) - 64 || !private_dir(cache_dir))
+		cache_dir[0] = 0;
+}
+
+/* The file of @o, for the caches: false when it has none to name. */
+static bool object_file(const struct object *o, struct stat *st)
+{
+	const char *path = *o->name ? o->name : "/proc/self/exe";
+
+	return *path == '/' && !stat(path, st) && S_ISREG(st->st_mode);
+}
+
+static void cache_path(char *path, size_t size, const struct stat *st)
+{
+	snprintf(path, size, "%s/%llx-%llx-v%d.sframe", cache_dir,
+		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino, version);
+}
+
+static void cache_key(struct cache_hdr *h, const struct object *o, const struct stat *st,
+		      uint64_t text_start, uint64_t text_end)
+{
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, CACHE_MAGIC, sizeof(h->magic));
+	h->format = CACHE_FORMAT;
+	h->version = version;
+	h->dev = st->st_dev;
+	h->ino = st->st_ino;
+	h->size = st->st_size;
+	h->mtime_sec = st->st_mtim.tv_sec;
+	h->mtime_nsec = st->st_mtim.tv_nsec;
+	h->text_off = text_start - o->bias;
+	h->text_size = text_end - text_start;
+}
+
+/*
+ * Move the table at @sf by @delta bytes from where it was made, relative
+ * to its code: each FDE's function start is relative to the FDE.
+ */
+static bool move_table(uint8_t *sf, size_t size, int64_t delta)
+{
+	uint32_t num = get_u32(sf + 8), fdes_off = get_u32(sf + 20), i;
+	size_t fde_size = sf[2] == SFRAME_VERSION_3 ? SFRAME_FDE_V3_SIZE : SFRAME_FDE_SIZE;
+	uint8_t *fde = sf + SFRAME_HDR_SIZE + fdes_off;
+
+	if (SFRAME_HDR_SIZE + fdes_off + (uint64_t)num * fde_size > size)
+		return false;
+	for (i = 0; i < num; i++, fde += fde_size) {
+		int64_t start;
+		int32_t start32;
+
+		if (fde_size == SFRAME_FDE_V3_SIZE) {
+			memcpy(&start, fde, 8);
+			start -= delta;
+			memcpy(fde, &start, 8);
+		} else {
+			memcpy(&start32, fde, 4);
+			start = (int64_t)start32 - delta;
+			if (start < INT32_MIN || start > INT32_MAX)
+				return false;
+			start32 = start;
+			memcpy(fde, &start32, 4);
 		}
 	}
-	if (!eh_frame_hdr || !text_start)
-		return 0;
-	/* An object went since: what was seen may be somewhere else now. */
-	if (info_size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs) &&
-	    info->dlpi_subs != subs) {
-		subs = info->dlpi_subs;
-		nr_seen = 0;
+	return true;
+}
+
+/*
+ * The table of @o from the cache, mapped in reach of its code: its start,
+ * with its size in *@size and its header in *@h; NULL when there is none.
+ */
+static uint8_t *cache_load(const struct object *o, const struct stat *st,
+			   uint64_t text_start, uint64_t text_end, uint64_t lo,
+			   uint64_t hi, size_t *size, struct cache_hdr *h)
+{
+	size_t page = sysconf(_SC_PAGESIZE), len;
+	char path[PATH_MAX + 64];
+	struct cache_hdr want;
+	struct stat fst;
+	uint8_t *sf;
+	int fd;
+
+	if (!cache_dir[0])
+		return NULL;
+	cache_path(path, sizeof(path), st);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	cache_key(&want, o, st, text_start, text_end);
+	sf = NULL;
+	if (pread(fd, h, sizeof(*h), 0) != sizeof(*h) || fstat(fd, &fst) ||
+	    memcmp(h, &want, offsetof(struct cache_hdr, placed)) ||
+	    h->table_size < SFRAME_HDR_SIZE ||
+	    (uint64_t)fst.st_size < page + h->table_size)
+		goto out;
+	len = (h->table_size + page - 1) & ~(page - 1);
+	sf = map_near(lo & ~(page - 1), (hi + page - 1) & ~(page - 1), len,
+		      text_start, text_end, !*o->name, fd);
+	if (!sf)
+		goto out;
+	if (!move_table(sf, h->table_size,
+			(int64_t)((uint64_t)sf - text_start) - h->placed)) {
+		munmap(sf, len);
+		sf = NULL;
+		goto out;
 	}
-	for (i = 0; i < nr_seen; i++)
-		if (seen[i] == text_start)
-			return 0;
-	if (nr_seen < ARRAY_SIZE(seen))
-		seen[nr_seen++] = text_start;
+	mprotect(sf, len, PROT_READ);
+	*size = h->table_size;
+out:
+	close(fd);
+	return sf;
+}
+
+/* Keep the table @sf of @o in the cache, for the next processes. */
+static void cache_store(const struct object *o, const struct stat *st,
+			uint64_t text_start, uint64_t text_end,
+			const uint8_t *sf, size_t size, const struct table *t)
+{
+	size_t page = sysconf(_SC_PAGESIZE);
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 64];
+	struct cache_hdr h;
+	int fd;
+
+	if (!cache_dir[0])
+		return;
+	cache_key(&h, o, st, text_start, text_end);
+	h.placed = (int64_t)((uint64_t)sf - text_start);
+	h.table_size = size;
+	h.num = t->num;
+	h.eh_fdes = t->eh_fdes;
+	h.num_fres = t->num_fres;
+	snprintf(tmp, sizeof(tmp), "%s/.new-XXXXXX", cache_dir);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return;
+	/* A whole file or none: written aside, then renamed into place. */
+	cache_path(path, sizeof(path), st);
+	if (pwrite(fd, &h, sizeof(h), 0) != sizeof(h) ||
+	    pwrite(fd, sf, size, page) != (ssize_t)size || close(fd) ||
+	    rename(tmp, path))
+		unlink(tmp);
+}
+
+/*
+ * The table of @o's code from its .eh_frame, in @t: false when it has
+ * none to read.
+ */
+static bool make_table(const struct object *o, const Elf64_Phdr *eh_frame_hdr,
+		       uint64_t text_start, uint64_t text_end, struct func *f,
+		       struct table *t)
+{
+	const uint8_t *hdr, *eh, *end;
+	unsigned int i;
+	uint64_t v;
 
 	/* .eh_frame_hdr: version 1, then where .eh_frame starts. */
-	hdr = (const uint8_t *)(info->dlpi_addr + eh_frame_hdr->p_vaddr);
+	hdr = (const uint8_t *)(o->bias + eh_frame_hdr->p_vaddr);
 	if (eh_frame_hdr->p_memsz < 4 || hdr[0] != 1)
-		return 0;
+		return false;
 	eh = hdr + 4;
 	end = hdr + eh_frame_hdr->p_memsz;
 	if (!read_ptr(&eh, end, hdr[1], &v))
-		return 0;
+		return false;
 	eh = (const uint8_t *)v;
-	/*
-	 * .eh_frame ends with its zero terminator; bound it by the segment
-	 * that holds it.
-	 */
+	/* .eh_frame ends with its zero terminator; bound it by its segment. */
 	end = NULL;
-	for (i = 0; i < info->dlpi_phnum; i++) {
-		__typeof__(info->dlpi_phdr) ph = &info->dlpi_phdr[i];
-		uint64_t s = info->dlpi_addr + ph->p_vaddr;
+	for (i = 0; i < o->phnum; i++) {
+		const Elf64_Phdr *ph = &o->phdr[i];
+		uint64_t s = o->bias + ph->p_vaddr;
 
 		if (ph->p_type == PT_LOAD && (uint64_t)eh >= s &&
 		    (uint64_t)eh < s + ph->p_filesz)
 			end = (const uint8_t *)(s + ph->p_filesz);
 	}
 	if (!end)
-		return 0;
+		return false;
+	convert(t, eh, end, text_start, text_end, f);
+	return true;
+}
 
-	convert(&t, eh, end, text_start, text_end, f);
-	sf = write_table(&t, lo, hi, text_start, text_end, !*info->dlpi_name, &size);
-	err = sf ? 0 : errno;
+/*
+ * Make and register the table of @o, unless it has one of its own: from
+ * the cache on disk, or from a table made for another mapping of its
+ * file, or from its .eh_frame. *@reg says what was registered (nothing:
+ * sf NULL). 0, or an errno.
+ */
+static int register_object(const struct object *o, struct func *f,
+			   struct registered *reg)
+{
+	const Elf64_Phdr *eh_frame_hdr = NULL;
+	uint64_t text_start = 0, text_end = 0, lo = UINT64_MAX, hi = 0;
+	size_t size = 0, page = sysconf(_SC_PAGESIZE);
+	struct table t = { 0 }, *tp = NULL;
+	const char *from = "";
+	struct prctl_sframe arg;
+	struct cache_hdr h;
+	struct stat st;
+	bool have_file;
+	uint8_t *sf;
+	unsigned int i;
+	int err;
+
+	memset(reg, 0, sizeof(*reg));
+	for (i = 0; i < o->phnum; i++) {
+		const Elf64_Phdr *ph = &o->phdr[i];
+
+		if (ph->p_type == PT_GNU_SFRAME)
+			return -EEXIST;	/* it has its own */
+		if (ph->p_type == PT_GNU_EH_FRAME)
+			eh_frame_hdr = ph;
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (o->bias + ph->p_vaddr < lo)
+			lo = o->bias + ph->p_vaddr;
+		if (o->bias + ph->p_vaddr + ph->p_memsz > hi)
+			hi = o->bias + ph->p_vaddr + ph->p_memsz;
+		if ((ph->p_flags & PF_X) && !text_start) {
+			text_start = o->bias + ph->p_vaddr;
+			text_end = text_start + ph->p_memsz;
+		}
+	}
+	if (!eh_frame_hdr || !text_start)
+		return -ENODATA;
+
+	have_file = object_file(o, &st);
+	sf = have_file ? cache_load(o, &st, text_start, text_end, lo, hi, &size, &h) : NULL;
+	if (sf) {
+		from = " (cached)";
+		t.num = h.num;
+		t.eh_fdes = h.eh_fdes;
+		t.num_fres = h.num_fres;
+		tp = &t;
+	} else {
+		tp = have_file ? made_for(o, &st) : NULL;
+		if (tp) {
+			from = " (made before)";
+		} else {
+			tp = &t;
+			if (!make_table(o, eh_frame_hdr, text_start, text_end, f, tp))
+				return -ENODATA;
+		}
+		sf = write_table(tp, lo, hi, text_start, text_end, !*o->name, &size);
+	}
+	err = sf ? 0 : -errno;
 	if (sf) {
 		arg = (struct prctl_sframe) {
 			.sframe_start = (uintptr_t)sf,
@@ -1010,24 +1319,148 @@ static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
 			.text_size = text_end - text_start,
 		};
 		if (prctl(PR_SFRAME, PR_SFRAME_ADD, &arg, sizeof(arg), 0)) {
-			err = errno;
-			munmap(sf, (size + sysconf(_SC_PAGESIZE) - 1) &
-			       ~(sysconf(_SC_PAGESIZE) - 1));
+			err = -errno;
+			munmap(sf, (size + page - 1) & ~(page - 1));
+		} else {
+			*reg = (struct registered) {
+				.text_start = text_start,
+				.sf = sf,
+				.len = (size + page - 1) & ~(page - 1),
+			};
+			if (have_file && !*from)
+				cache_store(o, &st, text_start, text_end, sf, size, tp);
 		}
 	}
 	if (verbose)
-		fprintf(stderr, "sframe-eh: %s: %zu of %zu functions, %zu rows, %zu B, v%d: %s\n",
-			*info->dlpi_name ? info->dlpi_name : "(program)", t.num,
-			t.eh_fdes, t.num_fres, sf ? size : 0, version,
-			err ? strerror(err) : "registered");
-	free(t.fdes);
-	free(t.fres);
-	free(t.starts);
-	free(t.order);
+		fprintf(stderr, "sframe-eh: %s: %zu of %zu functions, %zu rows, %zu B, v%d: %s%s\n",
+			*o->name ? o->name : "(program)", tp->num, tp->eh_fdes,
+			tp->num_fres, sf ? size : 0, version,
+			err ? strerror(-err) : "registered", from);
+	/* A table made here: kept for another mapping of its file, or freed. */
+	if (tp == &t && !t.fdes)
+		return err;
+	if (tp == &t) {
+		if (keep_made && nr_made < ARRAY_SIZE(made) && have_file && *o->name) {
+			made[nr_made++] = (struct made) {
+				.dev = st.st_dev, .ino = st.st_ino, .bias = o->bias, .t = t,
+			};
+		} else {
+			free_table(&t);
+		}
+	}
+	return err;
+}
+
+/*
+ * Objects already seen by the dl_iterate_phdr() walks: their code's
+ * start, as long as no object was unloaded (the loader's count of
+ * removals) since.
+ */
+static uint64_t seen[512];
+static unsigned int nr_seen;
+static unsigned long long subs;
+
+static bool seen_before(struct dl_phdr_info *info, size_t info_size)
+{
+	uint64_t text_start = 0;
+	unsigned int i;
+
+	for (i = 0; i < info->dlpi_phnum && !text_start; i++)
+		if (info->dlpi_phdr[i].p_type == PT_LOAD && (info->dlpi_phdr[i].p_flags & PF_X))
+			text_start = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+	/* An object went since: what was seen may be somewhere else now. */
+	if (info_size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs) &&
+	    info->dlpi_subs != subs) {
+		subs = info->dlpi_subs;
+		nr_seen = 0;
+	}
+	for (i = 0; i < nr_seen; i++)
+		if (seen[i] == text_start)
+			return true;
+	if (nr_seen < ARRAY_SIZE(seen))
+		seen[nr_seen++] = text_start;
+	return false;
+}
+
+static void object_of(struct dl_phdr_info *info, struct object *o)
+{
+	*o = (struct object) {
+		.name = info->dlpi_name,
+		.bias = info->dlpi_addr,
+		.phdr = info->dlpi_phdr,
+		.phnum = info->dlpi_phnum,
+	};
+}
+
+/* After dlopen(): each new object, while the loader holds its lock. */
+static int object_cb(struct dl_phdr_info *info, size_t info_size, void *data)
+{
+	struct registered reg;
+	struct object o;
+
+	if (!seen_before(info, info_size)) {
+		object_of(info, &o);
+		register_object(&o, data, &reg);
+	}
 	return 0;
 }
 
-static void register_objects(void)
+struct objects {
+	struct object o[512];
+	uint64_t text[512];
+	unsigned int nr;
+};
+
+static int collect_cb(struct dl_phdr_info *info, size_t info_size, void *data)
+{
+	struct objects *list = data;
+	unsigned int i;
+
+	if (list->nr == ARRAY_SIZE(list->o) || seen_before(info, info_size))
+		return 0;
+	object_of(info, &list->o[list->nr]);
+	list->text[list->nr] = 0;
+	/* ld.so: every stack of the start-up ends in it */
+	if (info->dlpi_addr != getauxval(AT_BASE))
+		for (i = 0; i < info->dlpi_phnum; i++)
+			if (info->dlpi_phdr[i].p_type == PT_LOAD &&
+			    (info->dlpi_phdr[i].p_flags & PF_X))
+				list->text[list->nr] = info->dlpi_phdr[i].p_memsz;
+	list->nr++;
+	return 0;
+}
+
+/*
+ * The objects loaded before the constructor: ld.so, then the smallest
+ * code first, this library among the first, so that the stacks of the
+ * work on the large ones (libc, the program) are whole while it is done.
+ */
+static void register_loaded(void)
+{
+	struct objects *list = calloc(1, sizeof(*list));
+	struct func *f = malloc(sizeof(*f));
+	struct registered reg;
+	unsigned int i, j, best;
+
+	if (!list || !f)
+		goto out;
+	pthread_mutex_lock(&lock);
+	dl_iterate_phdr(collect_cb, list);
+	for (i = 0; i < list->nr; i++) {
+		for (best = i, j = i + 1; j < list->nr; j++)
+			if (list->text[j] < list->text[best])
+				best = j;
+		register_object(&list->o[best], f, &reg);
+		list->o[best] = list->o[i];
+		list->text[best] = list->text[i];
+	}
+	pthread_mutex_unlock(&lock);
+out:
+	free(list);
+	free(f);
+}
+
+static void register_new(void)
 {
 	struct func *f = malloc(sizeof(*f));
 
@@ -1039,6 +1472,19 @@ static void register_objects(void)
 	free(f);
 }
 
+/* Whether this copy of the library was loaded in the program's namespace. */
+static bool in_base_namespace(void)
+{
+	struct link_map *self;
+	Dl_info info;
+	Lmid_t lmid;
+
+	if (!dladdr1((void *)in_base_namespace, &info, (void **)&self, RTLD_DL_LINKMAP) ||
+	    dlinfo(self, RTLD_DI_LMID, &lmid))
+		return true;
+	return lmid == LM_ID_BASE;
+}
+
 __attribute__((constructor)) static void sframe_eh_init(void)
 {
 	const char *v = getenv("SFRAME_EH_VERBOSE");
@@ -1047,10 +1493,18 @@ __attribute__((constructor)) static void sframe_eh_init(void)
 	v = getenv("SFRAME_EH_VERSION");
 	if (v && !strcmp(v, "2"))
 		version = SFRAME_VERSION_2;
-	register_objects();
+	cache_init();
+	/*
+	 * Loaded by ld.so as an auditor (LD_AUDIT), in a namespace of its
+	 * own: its objects first (ld.so, shared with the program, among
+	 * them), then la_objopen() gives the program's as they are loaded.
+	 */
+	if (!in_base_namespace())
+		keep_made = true;
+	register_loaded();
 }
 
-/* Objects dlopen() brings get their tables when it returns. */
+/* Preloaded: the objects dlopen() brings get their tables when it returns. */
 void *dlopen(const char *file, int mode)
 {
 	static void *(*real_dlopen)(const char *, int);
@@ -1062,6 +1516,133 @@ void *dlopen(const char *file, int mode)
 		return NULL;
 	handle = real_dlopen(file, mode);
 	if (handle)
-		register_objects();
+		register_new();
 	return handle;
+}
+
+/*
+ * The rtld-audit interface (LD_AUDIT=libsframe-eh.so, rtld-audit(7)):
+ * ld.so tells the auditor of every object it maps, in every namespace
+ * and however it was asked for (the program's dependencies, dlopen(),
+ * dlmopen(), libc's own loading of NSS or iconv modules), before any of
+ * its code runs, and of its unloading.
+ */
+unsigned int la_version(unsigned int v)
+{
+	return v < LAV_CURRENT ? v : LAV_CURRENT;
+}
+
+/* Until the program's first objects are all in: they stay until exit. */
+static bool loading_initial = true;
+
+void la_activity(uintptr_t *cookie, unsigned int flag)
+{
+	if (flag == LA_ACT_CONSISTENT)
+		loading_initial = false;
+	/* The program's first objects are in: no more copies of ours to come. */
+	if (flag == LA_ACT_CONSISTENT && keep_made) {
+		pthread_mutex_lock(&lock);
+		forget_made();
+		pthread_mutex_unlock(&lock);
+	}
+}
+
+/*
+ * The program headers of the object of @map, in memory (the program,
+ * the vDSO) or read from its file into *@owned. false when not found.
+ */
+static bool audited_object(struct link_map *map, struct object *o, Elf64_Phdr **owned)
+{
+	const Elf64_Ehdr *vdso = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	Elf64_Ehdr ehdr;
+	size_t size;
+	unsigned int i;
+	int fd;
+
+	*owned = NULL;
+	*o = (struct object) { .name = map->l_name, .bias = map->l_addr };
+	if (!*map->l_name) {
+		o->phdr = (const Elf64_Phdr *)getauxval(AT_PHDR);
+		o->phnum = getauxval(AT_PHNUM);
+		return o->phdr;
+	}
+	if (vdso) {
+		const Elf64_Phdr *ph = (const void *)vdso + vdso->e_phoff;
+
+		for (i = 0; i < vdso->e_phnum; i++)
+			if (ph[i].p_type == PT_DYNAMIC &&
+			    (uintptr_t)map->l_ld == map->l_addr + ph[i].p_vaddr &&
+			    map->l_addr == (uintptr_t)vdso) {
+				o->phdr = ph;
+				o->phnum = vdso->e_phnum;
+				return true;
+			}
+	}
+	fd = open(map->l_name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (pread(fd, &ehdr, sizeof(ehdr), 0) != sizeof(ehdr) ||
+	    memcmp(ehdr.e_ident, ELFMAG, SELFMAG) || ehdr.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    ehdr.e_phentsize != sizeof(Elf64_Phdr) || !ehdr.e_phnum)
+		goto fail;
+	size = ehdr.e_phnum * sizeof(Elf64_Phdr);
+	*owned = malloc(size);
+	if (!*owned || pread(fd, *owned, size, ehdr.e_phoff) != (ssize_t)size)
+		goto fail;
+	close(fd);
+	o->phdr = *owned;
+	o->phnum = ehdr.e_phnum;
+	return true;
+fail:
+	free(*owned);
+	*owned = NULL;
+	close(fd);
+	return false;
+}
+
+unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
+{
+	struct registered *reg;
+	Elf64_Phdr *owned;
+	struct object o;
+	struct func *f;
+
+	*cookie = 0;
+	/* ld.so is shared by all namespaces: the constructor registered it. */
+	if (map->l_addr == getauxval(AT_BASE))
+		return 0;
+	reg = calloc(1, sizeof(*reg));
+	f = malloc(sizeof(*f));
+	if (reg && f && audited_object(map, &o, &owned)) {
+		pthread_mutex_lock(&lock);
+		register_object(&o, f, reg);
+		pthread_mutex_unlock(&lock);
+		free(owned);
+	}
+	free(f);
+	if (reg && reg->sf) {
+		reg->initial = loading_initial;
+		*cookie = (uintptr_t)reg;
+	} else {
+		free(reg);
+	}
+	return 0;	/* no symbol bindings to audit */
+}
+
+/*
+ * An object goes: its table first, then the memory it was read from.
+ * The program's first objects only go at exit, where ld.so closes them
+ * one by one while exit()'s own frames, in libc, still need theirs.
+ */
+unsigned int la_objclose(uintptr_t *cookie)
+{
+	struct registered *reg = (struct registered *)*cookie;
+
+	if (reg && !reg->initial) {
+		prctl(PR_SFRAME, PR_SFRAME_REMOVE, reg->text_start, 0, 0);
+		munmap(reg->sf, reg->len);
+		free(reg);
+		*cookie = 0;
+	}
+	return 0;
 }
