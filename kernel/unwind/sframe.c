@@ -586,7 +586,9 @@ static int sframe_remove_at(unsigned long text_start)
  *
  * ADD reads the table's header at once and the rest at every walk
  * through its code, from the process's memory: the table must stay there
- * while it is in use. Its code must be mapped, and must not overlap the
+ * while it is in use. The rules walks looked up are cached per mm, so a
+ * table must not change while it is registered: to change one, REMOVE it
+ * and ADD it again. Its code must be mapped, and must not overlap the
  * code of another table.
  *
  * Return: 0; -EINVAL for a bad argument or header, or code that is not
