@@ -125,6 +125,7 @@ struct prctl_sframe {
 #define SFRAME_FRE_TYPE_ADDR1		0
 #define SFRAME_FRE_TYPE_ADDR2		1
 #define SFRAME_FRE_TYPE_ADDR4		2
+#define SFRAME_FDE_TYPE_PCMASK		1
 #define SFRAME_BASE_REG_FP		0
 #define SFRAME_BASE_REG_SP		1
 #define SFRAME_FRE_OFFSET_1B		0
@@ -143,6 +144,7 @@ struct row {
 	int64_t fp;		/* %rbp saved at CFA + fp; 0: not saved */
 	bool undefined;		/* the return address: none (outermost) */
 	bool ra_moved;		/* the return address is not at CFA - 8 */
+	int plt;		/* a lazy PLT's entries from here: see plt_expression() */
 };
 
 struct cie {
@@ -157,6 +159,7 @@ struct cie {
 /* One function's rows, and where the table goes. */
 struct func {
 	uint64_t start, size;
+	uint8_t rep_size;	/* a PCMASK function's block; 0: PCINC */
 	struct row rows[MAX_ROWS];
 	unsigned int nr;
 };
@@ -171,6 +174,28 @@ struct table {
 	size_t fre_len, fre_cap, num_fres;
 	size_t *order;
 };
+
+/*
+ * The CFA of the entries of a lazy PLT, as GNU ld describes it: each
+ * 16-byte entry pushes its index at its start and jumps on from its
+ * byte T, so that the CFA is %rsp + 8 before T and %rsp + 16 from there,
+ * %rsp + 8 + ((%rip & 15) >= T) * 8:
+ *   DW_OP_breg7 (%rsp) 8; DW_OP_breg16 (%rip) 0; DW_OP_lit15; DW_OP_and;
+ *   DW_OP_litT; DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus
+ * SFrame says it with a PCMASK function of 16-byte blocks. T + 1, or 0
+ * for any other expression.
+ */
+static int plt_expression(const uint8_t *p, uint64_t len)
+{
+	static const uint8_t head[] = { 0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a };
+	static const uint8_t tail[] = { 0x2a, 0x33, 0x24, 0x22 };
+
+	if (len != sizeof(head) + 1 + sizeof(tail) ||
+	    memcmp(p, head, sizeof(head)) || p[6] < 0x30 || p[6] > 0x3f ||
+	    memcmp(p + 7, tail, sizeof(tail)))
+		return 0;
+	return p[6] - 0x30 + 1;
+}
 
 /* The delta of DW_CFA_advance_loc1, 2 or 4: 1, 2 or 4 bytes, little-endian. */
 static bool read_advance(const uint8_t **p, const uint8_t *end, uint8_t op,
@@ -510,8 +535,18 @@ static bool run_cfa(const struct cie *cie, const uint8_t *p, const uint8_t *end,
 			if (reg == REG_FP || reg == REG_RA)
 				return false;
 			continue;
+		case DW_CFA_def_cfa_expression:
+			if (!read_uleb(&p, end, &u) || u > (uint64_t)(end - p))
+				return false;
+			r->plt = plt_expression(p, u);
+			if (!r->plt)
+				return false;
+			r->reg = REG_SP;
+			r->cfa = 8;
+			p += u;
+			continue;
 		default:
-			/* def_cfa_expression, set_loc, and what else there is */
+			/* set_loc, and what else there is */
 			return false;
 		}
 advance:
@@ -634,9 +669,45 @@ static bool add_func(struct table *t, const struct func *f)
 	put_u32(fde + 4, f->size);
 	put_u32(fde + 8, fre_off);
 	put_u32(fde + 12, t->num_fres - first_fre);
-	fde[16] = fre_type;	/* PCINC */
+	fde[16] = fre_type | (f->rep_size ? SFRAME_FDE_TYPE_PCMASK << 4 : 0);
+	fde[17] = f->rep_size;
 	t->starts[t->num++] = f->start;
 	return true;
+}
+
+/*
+ * A lazy PLT: the rows before its entries (PLT0, which pushes the GOT's
+ * second word and jumps to the resolver), then the entries, 16-byte
+ * blocks from a 16-byte boundary, as a PCMASK function.
+ */
+static void add_plt(struct table *t, struct func *f)
+{
+	uint64_t start = f->start, size = f->size, entries;
+	unsigned int k = 0, i;
+	int plt;
+
+	while (!f->rows[k].plt)
+		k++;
+	plt = f->rows[k].plt;
+	entries = f->rows[k].loc;
+	for (i = k; i < f->nr; i++)
+		if (f->rows[i].plt != plt)
+			return;
+	if ((start + entries) % 16 || entries >= size)
+		return;
+	if (entries) {
+		f->nr = k;
+		f->size = entries;
+		if (!add_func(t, f))
+			return;
+	}
+	f->start = start + entries;
+	f->size = size - entries;
+	f->rep_size = 16;
+	f->rows[0] = (struct row) { .loc = 0, .reg = REG_SP, .cfa = 8 };
+	f->rows[1] = (struct row) { .loc = plt - 1, .reg = REG_SP, .cfa = 16 };
+	f->nr = 2;
+	add_func(t, f);
 }
 
 /* The CIE an FDE points at, id bytes back from its field at body. */
@@ -715,9 +786,13 @@ static void convert(struct table *t, const uint8_t *start, const uint8_t *end,
 		r.loc = 0;
 		f->start = pc;
 		f->size = range;
+		f->rep_size = 0;
 		if (!run_cfa(&cie, q, rec_end, &r, &initial, f))
 			continue;
-		add_func(t, f);
+		if (f->rows[f->nr - 1].plt)
+			add_plt(t, f);
+		else
+			add_func(t, f);
 	}
 }
 
@@ -845,7 +920,7 @@ static void write_v3(const struct table *t, uint8_t *sf)
 		memcpy(fres + at, &nr, 2);
 		fres[at + 2] = v2[16];			/* FRE type, PCINC */
 		fres[at + 3] = 0;			/* DEFAULT data words */
-		fres[at + 4] = 0;			/* no rep_size */
+		fres[at + 4] = v2[17];			/* PCMASK's rep_size */
 		at += SFRAME_FDA_V3_SIZE;
 		memcpy(fres + at, t->fres + get_u32(v2 + 8), len);
 		at += len;
@@ -1020,7 +1095,7 @@ static struct table *made_for(const struct object *o, const struct stat *st)
  */
 #define CACHE_MAGIC		"SFEHTAB"
 /* Bumped with any change of what convert() and write_table() make. */
-#define CACHE_FORMAT		1
+#define CACHE_FORMAT		2
 
 struct cache_hdr {
 	char magic[8];
@@ -1332,7 +1407,7 @@ static int register_object(const struct object *o, struct func *f,
 		}
 	}
 	if (verbose)
-		fprintf(stderr, "sframe-eh: %s: %zu of %zu functions, %zu rows, %zu B, v%d: %s%s\n",
+		fprintf(stderr, "sframe-eh: %s: %zu functions from %zu FDEs, %zu rows, %zu B, v%d: %s%s\n",
 			*o->name ? o->name : "(program)", tp->num, tp->eh_fdes,
 			tp->num_fres, sf ? size : 0, version,
 			err ? strerror(-err) : "registered", from);
