@@ -1407,7 +1407,8 @@ static int register_object(const struct object *o, struct func *f,
 		}
 	}
 	if (verbose)
-		fprintf(stderr, "sframe-eh: %s: %zu functions from %zu FDEs, %zu rows, %zu B, v%d: %s%s\n",
+		fprintf(stderr,
+			"sframe-eh: %s: %zu functions, %zu FDEs, %zu rows, %zu B, v%d: %s%s\n",
 			*o->name ? o->name : "(program)", tp->num, tp->eh_fdes,
 			tp->num_fres, sf ? size : 0, version,
 			err ? strerror(-err) : "registered", from);
