@@ -53,7 +53,7 @@ record() {
 		env ${3:+"LD_AUDIT=$3"} "${python}" -c "${script}"
 }
 
-# One line per sample of python3: "whole" or "broken", then its user
+# One line per sample of python3 (or of the program $3 names): "whole" or "broken", then its user
 # frames, innermost first, each as its file and offset in it (both runs
 # map the objects at different addresses) and symbol. A caller's offset
 # is its call's: a frame-pointer or table walk gives the return address,
@@ -61,7 +61,7 @@ record() {
 # the former). Inlined functions are left out: only dwarf reports them.
 stacks() {
 	perf script --no-inline -i "$1" -F comm,ip,sym,dsoff 2>/dev/null |
-		awk -v RS= -v step_back="$2" '
+		awk -v RS= -v step_back="$2" -v comm="${3:-python3}" '
 	function hex(s,    i, v) {
 		v = 0
 		for (i = 3; i <= length(s); i++)
@@ -70,7 +70,7 @@ stacks() {
 	}
 	{
 		n = split($0, lines, "\n")
-		if (split(lines[1], head, " ") < 1 || head[1] != "python3")
+		if (split(lines[1], head, " ") < 1 || head[1] != comm)
 			next
 		user = ""; whole = 0; last = ""
 		for (i = 2; i <= n; i++) {
@@ -160,8 +160,76 @@ test_same_as_dwarf() {
 	fi
 }
 
+# A library that dlopen() loads, or dlmopen() into a namespace of its own
+# (which the preload's dlopen() wrapper never sees): libz's crc32(),
+# called in a loop. As an auditor, the library gives it a table as ld.so
+# maps it, either way: the samples in libz get back to the entry.
+test_dlopen() {
+	local how samples whole
+
+	echo "fp,defer with libsframe-eh.so: code that dlopen() and dlmopen() load"
+	cat >"${tmpdir}/dl_crc.c" <<'EOF'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef unsigned long (*crc32_fn)(unsigned long crc, const unsigned char *buf,
+				  unsigned int len);
+
+static unsigned char buf[1 << 20];
+
+int main(int argc, char **argv)
+{
+	void *lib = argc > 1 && !strcmp(argv[1], "dlmopen") ?
+		    dlmopen(LM_ID_NEWLM, "libz.so.1", RTLD_NOW) :
+		    dlopen("libz.so.1", RTLD_NOW);
+	unsigned long crc = 0;
+	struct timespec ts;
+	crc32_fn crc32;
+	double end;
+
+	if (!lib || !(crc32 = (crc32_fn)dlsym(lib, "crc32"))) {
+		fprintf(stderr, "%s\n", dlerror());
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end = ts.tv_sec + ts.tv_nsec / 1e9 + 2;
+	do {
+		crc = crc32(crc, buf, sizeof(buf));
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	} while (ts.tv_sec + ts.tv_nsec / 1e9 < end);
+	return crc == 1;
+}
+EOF
+	if ! ${CC:-cc} -O2 -o "${tmpdir}/dl_crc" "${tmpdir}/dl_crc.c" -ldl 2>"${tmpdir}/cc.err"; then
+		fail "the dlopen() program does not build:"
+		cat "${tmpdir}/cc.err"
+		return
+	fi
+	for how in dlopen dlmopen; do
+		perf record -q -e cpu-clock -F 500 --call-graph fp,defer \
+			-o "${tmpdir}/${how}.data" -- \
+			env "LD_AUDIT=${lib}" "${tmpdir}/dl_crc" "${how}"
+		stacks "${tmpdir}/${how}.data" 1 dl_crc | grep "^[a-z]*;libz\.so" \
+			>"${tmpdir}/${how}.stacks" || true
+		samples=$(wc -l <"${tmpdir}/${how}.stacks")
+		whole=$(grep -c "^whole" "${tmpdir}/${how}.stacks" || true)
+		echo "  ${how}: ${whole} of ${samples} samples in libz whole"
+		if [ "${samples}" -lt 100 ]; then
+			fail "${how}: ${samples} samples in libz, expected 100 or more"
+		elif [ $((whole * 100)) -lt $((samples * min_whole)) ]; then
+			fail "${how}: ${whole} of ${samples} whole, expected ${min_whole}% or more:"
+			grep "^broken" "${tmpdir}/${how}.stacks" | cut -d';' -f1-4 |
+				sort | uniq -c | sort -rn | head -5
+		fi
+	done
+}
+
 timed test_whole
 timed test_same_as_dwarf
+timed test_dlopen
 
 cleanup
 exit ${err}
