@@ -712,35 +712,69 @@ bool evlist__has_deferred_callchains(struct evlist *evlist)
 	struct evsel *evsel;
 
 	evlist__for_each_entry(evlist, evsel) {
-		if (evsel->core.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED)
+		if ((evsel->core.attr.sample_type & PERF_SAMPLE_CALLCHAIN_DEFERRED) ||
+		    perf_event_attr__defer_callchain(&evsel->core.attr))
 			return true;
 	}
 	return false;
 }
 
+u64 callchain__deferred_cookie(const struct ip_callchain *chain)
+{
+	if (!chain || chain->nr < 2 ||
+	    chain->ips[chain->nr - 2] != DEFERRED_CALLCHAIN__CONTEXT_USER_DEFERRED)
+		return 0;
+	return chain->ips[chain->nr - 1];
+}
+
+/* The sample's kernel part: a 6.19 sample's marker and cookie are no frames. */
+static u64 deferred_callchain__kernel_nr(const struct ip_callchain *kernel)
+{
+	if (!kernel)
+		return 0;
+	return callchain__deferred_cookie(kernel) ? kernel->nr - 2 : kernel->nr;
+}
+
+/* The record's user stack: a 6.19 record begins it with its context marker. */
+static const __u64 *deferred_record__user_ips(const union perf_event *record, u64 *nr)
+{
+	const __u64 *ips = record->callchain_deferred.ips;
+
+	*nr = record->callchain_deferred.nr;
+	if (*nr && ips[0] == PERF_CONTEXT_USER) {
+		ips++;
+		(*nr)--;
+	}
+	return ips;
+}
+
 static u64 deferred_callchain__joined_nr(const struct ip_callchain *kernel,
 					 const union perf_event *record)
 {
-	u64 nr_user = record->callchain_deferred.nr;
+	u64 nr_user = 0;
 
-	return (kernel ? kernel->nr : 0) + (nr_user ? 1 + nr_user : 0);
+	if (record)
+		deferred_record__user_ips(record, &nr_user);
+	return deferred_callchain__kernel_nr(kernel) + (nr_user ? 1 + nr_user : 0);
 }
 
 static void deferred_callchain__join_to(struct ip_callchain *chain,
 					const struct ip_callchain *kernel,
 					const union perf_event *record)
 {
-	u64 nr_kernel = kernel ? kernel->nr : 0;
-	u64 nr_user = record->callchain_deferred.nr;
+	u64 nr_kernel = deferred_callchain__kernel_nr(kernel);
+	const __u64 *user = NULL;
+	u64 nr_user = 0;
 
+	if (record)
+		user = deferred_record__user_ips(record, &nr_user);
 	chain->nr = deferred_callchain__joined_nr(kernel, record);
 	if (nr_kernel)
 		memcpy(chain->ips, kernel->ips, nr_kernel * sizeof(u64));
 	if (nr_user) {
 		/* as an fp sample carries it: the user part after its marker */
 		chain->ips[nr_kernel] = PERF_CONTEXT_USER;
-		memcpy(&chain->ips[nr_kernel + 1], record->callchain_deferred.ips,
-		       nr_user * sizeof(u64));
+		memcpy(&chain->ips[nr_kernel + 1], user, nr_user * sizeof(u64));
 	}
 }
 

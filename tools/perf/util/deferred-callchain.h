@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <linux/bits.h>
 #include <linux/list.h>
+#include <linux/perf_event.h>
 #include <linux/types.h>
 
 union perf_event;
@@ -22,6 +23,38 @@ struct thread;
  * order, so that tools see ordinary callchains: struct perf_sample's
  * deferred_flags then says how the sample was delivered.
  */
+/*
+ * Linux 6.19 and later defer user callchains their own way, and a perf.data
+ * file recorded there is read here too: its events ask with
+ * attr.defer_callchain (sampling events) and attr.defer_output (the events
+ * that get the records), the first two bits of what this kernel's
+ * perf_event_attr calls __reserved_1; a deferred sample's callchain ends in
+ * the context marker below followed by the cookie, instead of a cookie
+ * after the AUX data; and the record (type 22 as here, the same layout)
+ * carries PERF_CONTEXT_USER before its ips. The session turns both into
+ * this format's terms: the join, its rules and its views are the same.
+ */
+#define DEFERRED_CALLCHAIN__CONTEXT_USER_DEFERRED	((u64)-640)
+
+static inline bool perf_event_attr__defer_callchain(const struct perf_event_attr *attr)
+{
+	return attr->__reserved_1 & BIT(0);
+}
+
+static inline bool perf_event_attr__defer_output(const struct perf_event_attr *attr)
+{
+	return attr->__reserved_1 & BIT(1);
+}
+
+/* After perf inject --merge-callchains: nothing deferred is left */
+static inline void perf_event_attr__clear_defer(struct perf_event_attr *attr)
+{
+	attr->__reserved_1 &= ~(BIT(0) | BIT(1));
+}
+
+/* The cookie a 6.19 sample's callchain ends with, or 0 */
+u64 callchain__deferred_cookie(const struct ip_callchain *chain);
+
 #define DEFERRED_CALLCHAIN__JOINED	BIT(0) /* user part from its record */
 #define DEFERRED_CALLCHAIN__BACKWARD	BIT(1) /* the record came first */
 #define DEFERRED_CALLCHAIN__AMBIGUOUS	BIT(2) /* records were lost in between */
@@ -152,7 +185,11 @@ struct evlist;
 /* Whether an event asks for deferred callchains: else no join, no cost. */
 bool evlist__has_deferred_callchains(struct evlist *evlist);
 
-/* The joined chain: kernel part, PERF_CONTEXT_USER, the record's; to free */
+/*
+ * The joined chain: the sample's kernel part (without a 6.19 sample's marker
+ * and cookie), PERF_CONTEXT_USER, the record's ips; to free. @record may be
+ * NULL: the kernel part alone.
+ */
 struct ip_callchain *deferred_callchain__join(const struct ip_callchain *kernel,
 					      const union perf_event *record);
 /* The same, valid until the next call */
