@@ -147,6 +147,7 @@ static union perf_event *sample__synthesize_pid(union perf_event *event, u64 sam
 						const struct ips *kernel, u32 pid)
 {
 	u64 chain[1 + MAX_IPS] = { kernel->nr, };
+	u64 nr_frames = kernel->nr;
 	size_t size;
 
 	if (kernel->nr > MAX_IPS)
@@ -156,7 +157,10 @@ static union perf_event *sample__synthesize_pid(union perf_event *event, u64 sam
 		return NULL;
 	if (kernel->nr)	/* an empty chain's ips may be NULL */
 		memcpy(&chain[1], kernel->ips, kernel->nr * sizeof(u64));
-	sample->ip = kernel->nr > 1 ? kernel->ips[1] : UIP0;
+	/* a 6.19 sample's marker and cookie say nothing of where it was taken */
+	if (callchain__deferred_cookie((struct ip_callchain *)chain))
+		nr_frames -= 2;
+	sample->ip = nr_frames > 1 ? kernel->ips[1] : UIP0;
 	sample->pid = pid;
 	sample->callchain = (struct ip_callchain *)chain;
 	size = perf_event__sample_event_size(sample, sample_type, read_format);
@@ -165,7 +169,7 @@ static union perf_event *sample__synthesize_pid(union perf_event *event, u64 sam
 
 	memset(event, 0, sizeof(*event));
 	event->header.type = PERF_RECORD_SAMPLE;
-	event->header.misc = kernel->nr ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
+	event->header.misc = nr_frames ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
 	event->header.size = size;
 	if (perf_event__synthesize_sample(event, sample_type, read_format, sample))
 		return NULL;
@@ -940,6 +944,12 @@ static int indexed_file(struct engine *e)
 struct stream {
 	int	fd;
 	bool	swap;	/* write in the other byte order */
+	/*
+	 * as Linux 6.19 writes them: attr.defer_callchain and defer_output,
+	 * the cookie at the end of the sample's callchain after its marker,
+	 * the record's ips after PERF_CONTEXT_USER
+	 */
+	bool	mainline;
 	bool	failed;
 	u64	sample_type;
 	/* for sample_ids with PERF_SAMPLE_CPU or PERF_SAMPLE_IDENTIFIER */
@@ -1107,6 +1117,9 @@ static void stream__attr_event(struct stream *s, u32 type, u64 config, u64 perio
 	};
 
 	event_attr__init(&buf.attr.attr, type, config, period, s->sample_type, read_format);
+	/* 6.19's defer_callchain and defer_output, in 6.12's __reserved_1 */
+	if (s->mainline)
+		buf.attr.attr.__reserved_1 |= BIT(0) | BIT(1);
 	/* one id, as perf record writes it: the session maps it to this event */
 	*(u64 *)perf_record_header_attr_id(&buf) = id;
 	stream__put(s, &buf);
@@ -1117,9 +1130,12 @@ static void stream__attr(struct stream *s, u64 read_format, u64 id)
 	stream__attr_event(s, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 4000, read_format, id);
 }
 
-/* Starts a pipe stream: the pipe header, then the attrs of events of these @ids. */
-static int stream__open_events(struct stream *s, bool swap, u64 sample_type,
-			       u64 read_format, const u64 *ids, int nr_ids)
+/*
+ * Starts a pipe stream: the pipe header, then the attrs of events of these
+ * @ids, as this kernel writes them or, @mainline, as Linux 6.19 does.
+ */
+static int stream__open_as(struct stream *s, bool swap, bool mainline, u64 sample_type,
+			   u64 read_format, const u64 *ids, int nr_ids)
 {
 	char path[] = "/tmp/perf-test-deferred-XXXXXX";
 	struct perf_pipe_file_header header = {
@@ -1132,8 +1148,11 @@ static int stream__open_events(struct stream *s, bool swap, u64 sample_type,
 		return -errno;
 	unlink(path);
 	s->swap = swap;
+	s->mainline = mainline;
 	s->failed = false;
 	s->sample_type = sample_type;
+	if (mainline)
+		s->sample_type &= ~PERF_SAMPLE_CALLCHAIN_DEFERRED;
 
 	if (swap) {
 		header.magic = bswap_64(header.magic);
@@ -1144,6 +1163,13 @@ static int stream__open_events(struct stream *s, bool swap, u64 sample_type,
 	for (int i = 0; i < nr_ids; i++)
 		stream__attr(s, read_format, ids[i]);
 	return s->failed ? -EIO : 0;
+}
+
+static int stream__open_events(struct stream *s, bool swap, u64 sample_type,
+			       u64 read_format, const u64 *ids, int nr_ids)
+{
+	return stream__open_as(s, swap, /*mainline=*/false, sample_type, read_format,
+			       ids, nr_ids);
 }
 
 /* Starts a pipe stream: the pipe header, then the attr of its one event. */
@@ -1216,16 +1242,44 @@ static void stream__sample(struct stream *s, u32 tid, u64 time, u64 cookie,
 		.id	= s->id,
 		.deferred_cookie = cookie,
 	};
+	u64 ips[MAX_IPS];
+	struct ips chain;
 	union perf_event buf;
 
+	if (s->mainline && cookie) {
+		if (kernel->nr + 2 > MAX_IPS) {
+			s->failed = true;
+			return;
+		}
+		if (kernel->nr)
+			memcpy(ips, kernel->ips, kernel->nr * sizeof(u64));
+		ips[kernel->nr] = DEFERRED_CALLCHAIN__CONTEXT_USER_DEFERRED;
+		ips[kernel->nr + 1] = cookie;
+		chain = (struct ips){ .nr = kernel->nr + 2, .ips = ips, };
+		kernel = &chain;
+	}
 	stream__put(s, sample__synthesize(&buf, s->sample_type, 0, &sample, kernel));
 }
 
 static void stream__record(struct stream *s, u32 tid, u64 time, u64 cookie,
 			   const struct ips *stack)
 {
+	u64 ips[MAX_IPS] = { PERF_CONTEXT_USER, };
+	struct ips user;
 	union perf_event buf;
-	union perf_event *event = record__build(&buf, PID, tid, time, cookie, stack);
+	union perf_event *event;
+
+	if (s->mainline) {
+		if (stack->nr + 1 > MAX_IPS) {
+			s->failed = true;
+			return;
+		}
+		if (stack->nr)
+			memcpy(&ips[1], stack->ips, stack->nr * sizeof(u64));
+		user = (struct ips){ .nr = stack->nr + 1, .ips = ips, };
+		stack = &user;
+	}
+	event = record__build(&buf, PID, tid, time, cookie, stack);
 
 	stream__put(s, stream__sample_id(s, event));
 }
@@ -1446,8 +1500,9 @@ static int session_test__check_basic(struct session_test *st)
 	return TEST_OK;
 }
 
-static int session_test__basic(bool swap)
+static int session_test__basic(bool swap, bool mainline)
 {
+	static const u64 id = 1;
 	struct session_test *st = zalloc(sizeof(*st));
 	struct stream s;
 	int ret = TEST_FAIL;
@@ -1455,7 +1510,8 @@ static int session_test__basic(bool swap)
 	if (!st)
 		return TEST_FAIL;
 	session_test__init(st, /*merge=*/true);
-	if (stream__open(&s, swap) || stream__basic(&s)) {
+	if (stream__open_as(&s, swap, mainline, SAMPLE_TYPE, /*read_format=*/0, &id, 1) ||
+	    stream__basic(&s)) {
 		close(s.fd);
 		goto out;
 	}
@@ -1485,14 +1541,31 @@ static int session_test__run(bool merge, int (*body)(struct session_test *st))
 static int test__session_pipe(struct test_suite *test __maybe_unused,
 			      int subtest __maybe_unused)
 {
-	return session_test__basic(/*swap=*/false);
+	return session_test__basic(/*swap=*/false, /*mainline=*/false);
 }
 
 /* The same stream written in the other byte order */
 static int test__session_swapped(struct test_suite *test __maybe_unused,
 				 int subtest __maybe_unused)
 {
-	return session_test__basic(/*swap=*/true);
+	return session_test__basic(/*swap=*/true, /*mainline=*/false);
+}
+
+/*
+ * The same stream as Linux 6.19 writes it (attr.defer_callchain, the cookie
+ * at the end of the callchain, PERF_CONTEXT_USER first in the record): the
+ * same samples, chains, marks and counts.
+ */
+static int test__session_mainline(struct test_suite *test __maybe_unused,
+				  int subtest __maybe_unused)
+{
+	return session_test__basic(/*swap=*/false, /*mainline=*/true);
+}
+
+static int test__session_mainline_swapped(struct test_suite *test __maybe_unused,
+					  int subtest __maybe_unused)
+{
+	return session_test__basic(/*swap=*/true, /*mainline=*/true);
 }
 
 /*
@@ -2903,13 +2976,19 @@ static int deferredstream(int argc, const char **argv)
 	/* as perf record --per-thread writes them: no time */
 	if (!strcmp(mode, "views-notime"))
 		s.sample_type &= ~PERF_SAMPLE_TIME;
+	/* as a Linux 6.19 kernel writes them */
+	if (!strcmp(mode, "views-mainline")) {
+		s.mainline = true;
+		s.sample_type &= ~PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	}
 	stream__attr(&s, /*read_format=*/0, id);
-	if (!strcmp(mode, "views") || !strcmp(mode, "views-notime"))
+	if (!strcmp(mode, "views") || !strcmp(mode, "views-notime") ||
+	    !strcmp(mode, "views-mainline"))
 		return deferredstream__views(&s) ? 1 : 0;
 	if (!strcmp(mode, "wait") || !strcmp(mode, "joined"))
 		return deferredstream__wait(&s, nr, !strcmp(mode, "joined")) ? 1 : 0;
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|wait N|joined N|sched [file]|sched-fp [file]");
+		"views|views-notime|views-mainline|wait N|joined N|sched [file]|sched-fp [file]");
 	return 1;
 }
 
@@ -2930,6 +3009,9 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: a file's index of records", indexed_file),
 	TEST_CASE("Deferred callchain: session, pipe mode", session_pipe),
 	TEST_CASE("Deferred callchain: session, byte-swapped pipe", session_swapped),
+	TEST_CASE("Deferred callchain: session, Linux 6.19's format", session_mainline),
+	TEST_CASE("Deferred callchain: session, Linux 6.19's format byte-swapped",
+		  session_mainline_swapped),
 	TEST_CASE("Deferred callchain: session, byte-swapped samples with raw data",
 		  session_swapped_raw),
 	TEST_CASE("Deferred callchain: session, malformed records", session_malformed),
