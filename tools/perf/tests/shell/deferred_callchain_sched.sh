@@ -45,6 +45,7 @@ setup() {
 	perf test -w deferredstream sched file >"${tmpdir}/sched.data"
 	perf test -w deferredstream sched-fp file >"${tmpdir}/fp.data"
 	perf test -w deferredstream sched >"${tmpdir}/sched.pipe"
+	perf test -w deferredstream sched-fp >"${tmpdir}/fp.pipe"
 }
 
 # Each task's wakeup-to-run delays, as the switches say (in ms, from 1 s):
@@ -188,7 +189,34 @@ test_raw_filters() {
 	return 0
 }
 
+# perf report --stats of a pipe with tracing data counts every event after
+# it (the tracing data follows its event in a pipe: unread, it was taken
+# for events, "unexpected end of event stream"); it orders them, for the
+# join's counts, only where an event defers callchains.
+test_stats() {
+	local out="${tmpdir}/stats" queued
+
+	if run "perf report --stats (pipe)" "${out}" report --stats -i - <"${tmpdir}/sched.pipe"; then
+		grep -qE "^ +SAMPLE events: +7 " "${out}" ||
+			fail "perf report --stats (pipe): not 7 samples after the tracing data"
+		[ "$(summary "${out}" joined)" = 4 ] ||
+			fail "perf report --stats (pipe): not 4 joined samples"
+	fi
+	run "perf report --stats (fp pipe)" "${out}" --debug ordered-events=1 report --stats \
+		-i - <"${tmpdir}/fp.pipe" || return 0
+	queued=$(grep -c "nr_events [1-9]" "${out}.err" || true)
+	[ "${queued}" -eq 0 ] ||
+		fail "perf report --stats orders the events of a pipe that defers nothing"
+	run "perf report --stats (pipe)" "${out}" --debug ordered-events=1 report --stats \
+		-i - <"${tmpdir}/sched.pipe" || return 0
+	queued=$(grep -c "nr_events [1-9]" "${out}.err" || true)
+	[ "${queued}" -gt 0 ] ||
+		fail "perf report --stats does not order the events of a pipe that defers"
+	return 0
+}
+
 setup
+test_stats
 test_latency
 test_timehist
 test_map
