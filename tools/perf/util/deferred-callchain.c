@@ -34,6 +34,7 @@
 #include <linux/string.h>
 #include <linux/zalloc.h>
 #include <perf/event.h>
+#include <subcmd/parse-options.h>
 
 #include "callchain.h"
 #include "debug.h"
@@ -50,7 +51,11 @@
 #include "thread.h"
 
 u64 deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
-const char *deferred_callchain_queue_size_arg;
+
+/*
+ * Not perf_config_u64(): it takes "-1" for 16 EiB and lets a size with a
+ * suffix overflow. The one parser for the option and the perfconfig key.
+ */
 
 int deferred_callchain__parse_queue_size(const char *str)
 {
@@ -76,15 +81,14 @@ int deferred_callchain__parse_queue_size(const char *str)
 	return 0;
 }
 
-/*
- * An option parsed as a string, not by a callback: a bad value gets its
- * one line, not the usage of every option after it.
- */
-int deferred_callchain__queue_size_option(void)
+int deferred_callchain__queue_size_opt(const struct option *opt __maybe_unused,
+				       const char *str, int unset)
 {
-	if (!deferred_callchain_queue_size_arg)
+	if (unset) {
+		deferred_callchain_queue_size = DEFERRED_CALLCHAIN__QUEUE_SIZE;
 		return 0;
-	return deferred_callchain__parse_queue_size(deferred_callchain_queue_size_arg);
+	}
+	return deferred_callchain__parse_queue_size(str);
 }
 
 /* A record, shared by the thread that saw it last and the samples it joined. */

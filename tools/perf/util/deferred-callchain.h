@@ -95,19 +95,19 @@ typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 
 /* call-graph.defer-queue-size and the tools' --defer-queue-size */
 extern u64 deferred_callchain_queue_size;
-/* --defer-queue-size as given, checked once the options are parsed */
-extern const char *deferred_callchain_queue_size_arg;
 
 /* A size in bytes, with an optional k, m or g: 0, or -1 on a bad one */
 int deferred_callchain__parse_queue_size(const char *str);
-/* --defer-queue-size, if given: 0, or -1 after a one-line error */
-int deferred_callchain__queue_size_option(void);
+
+struct option;
+/* --defer-queue-size's callback; --no-defer-queue-size is the default */
+int deferred_callchain__queue_size_opt(const struct option *opt, const char *str, int unset);
 
 #define DEFER_QUEUE_SIZE_HELP	\
 	"memory for events held behind samples waiting for their deferred callchain (256M)"
 #define OPT_DEFER_QUEUE_SIZE()							\
-	OPT_STRING(0, "defer-queue-size", &deferred_callchain_queue_size_arg, "size",	\
-		   DEFER_QUEUE_SIZE_HELP)
+	OPT_CALLBACK(0, "defer-queue-size", NULL, "size", DEFER_QUEUE_SIZE_HELP,	\
+		     deferred_callchain__queue_size_opt)
 
 struct deferred_callchains {
 	/* tid -> struct deferred_thread, for threads with something to keep */

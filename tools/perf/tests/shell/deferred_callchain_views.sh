@@ -211,7 +211,7 @@ test_no_time() {
 
 # --defer-queue-size and call-graph.defer-queue-size: past the cap, the
 # oldest waiting samples go out unresolved and are counted over it; a bad
-# size is a one-line error.
+# size is an error, followed by the usage of that option only.
 test_queue_size() {
 	local input="${tmpdir}/queue.pipe" out="${tmpdir}/queue" how capped joined unresolved
 
@@ -243,10 +243,13 @@ test_queue_size() {
 		if perf "${tool}" --defer-queue-size 16q -i - <"${input}" >/dev/null \
 			2>"${out}.err"; then
 			fail "perf ${tool} --defer-queue-size 16q: no error"
-		elif [ "$(wc -l <"${out}.err")" -ne 1 ] ||
-			! grep -q "Invalid deferred callchain queue size: '16q'" "${out}.err"; then
-			fail "perf ${tool} --defer-queue-size 16q: not a one-line error:"
-			head -n 3 "${out}.err"
+		elif ! head -n 1 "${out}.err" |
+			grep -q "^Invalid deferred callchain queue size: '16q'" ||
+			[ "$(grep -c '^ *-' "${out}.err")" -ne 1 ] ||
+			! grep -q -- "--defer-queue-size <size>" "${out}.err"; then
+			# the error, then the usage of this option alone
+			fail "perf ${tool} --defer-queue-size 16q: not the error and its option:"
+			head -n 8 "${out}.err"
 		fi
 	done
 	printf '[call-graph]\n\tdefer-queue-size = 16q\n' >"${tmpdir}/queue.config"
