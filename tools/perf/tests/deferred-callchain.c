@@ -936,6 +936,123 @@ static int indexed_file(struct engine *e)
 }
 
 /*
+ * The index's keys: (cookie, tid) with the whole 64-bit cookie, whatever
+ * the width of the hashmap's long keys. Cookies that differ only in their
+ * high half are other stays; one cookie in the records of many tids (a
+ * crafted file, or wrapped counters) costs a lookup each, not a walk of
+ * the others: the hashes and key comparisons stay linear.
+ */
+#define INDEX_TIDS	4096
+#define INDEX_TID0	10000
+
+struct index_keys {
+	struct evsel	*evsel;
+	u64		joined_right;
+	u64		joined_wrong;
+};
+
+static int index_keys__deliver(struct deferred_callchains *dc, union perf_event *event,
+			       struct perf_sample *sample, const union perf_event *record,
+			       unsigned int flags __maybe_unused, u64 file_offset __maybe_unused,
+			       const char *file_path __maybe_unused)
+{
+	struct index_keys *ik = dc->priv;
+	u64 expected;
+
+	if (event->header.type != PERF_RECORD_SAMPLE || !sample)
+		return 0;
+	if (!record)
+		return -EINVAL;
+	/* each record's stack is an address made of its tid and cookie */
+	expected = UIP0 + sample->tid + (sample->deferred_cookie >> 32);
+	if (record->callchain_deferred.nr == 1 && record->callchain_deferred.ips[0] == expected)
+		ik->joined_right++;
+	else
+		ik->joined_wrong++;
+	return 0;
+}
+
+static int index_keys__sample(struct deferred_callchains *dc, struct index_keys *ik,
+			      u32 tid, u64 time, u64 cookie)
+{
+	union perf_event buf, *event = sample__build(&buf, tid, time, cookie, &kernel_a);
+	struct perf_sample sample;
+
+	if (!event || evsel__parse_sample(ik->evsel, event, &sample))
+		return -EINVAL;
+	return deferred_callchains__event(dc, event, &sample, /*copy=*/NULL, time, engine_path);
+}
+
+static int test__index_keys(struct test_suite *test __maybe_unused,
+			    int subtest __maybe_unused)
+{
+	struct perf_event_attr attr = {
+		.type		= PERF_TYPE_SOFTWARE,
+		.config		= PERF_COUNT_SW_CPU_CLOCK,
+		.sample_type	= SAMPLE_TYPE,
+		.sample_id_all	= 1,
+	};
+	/* same low half, other high halves: a long of 32 bits keeps the low */
+	static const u64 cookies[] = { COOKIE1, COOKIE1 + (1ULL << 32), COOKIE1 + (2ULL << 32) };
+	const size_t nr_records = INDEX_TIDS + ARRAY_SIZE(cookies);
+	struct index_keys ik = { .evsel = evsel__new(&attr), };
+	struct deferred_callchains dc;
+	union perf_event *records = calloc(nr_records, sizeof(*records));
+	size_t nr = 0;
+	u64 lookups;
+	int ret = TEST_FAIL;
+
+	if (!ik.evsel || !records || deferred_callchains__init(&dc, index_keys__deliver, &ik))
+		goto out_free;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cookies); i++, nr++) {
+		const struct ips stack = { 1, (const u64[]){ UIP0 + TID1 + (cookies[i] >> 32) } };
+
+		if (!record__build(&records[nr], PID, TID1, 10, cookies[i], &stack) ||
+		    deferred_callchains__index_record(&dc, &records[nr], TID1, 10))
+			goto out_exit;
+	}
+	for (u32 tid = INDEX_TID0; tid < INDEX_TID0 + INDEX_TIDS; tid++, nr++) {
+		const struct ips stack = { 1, (const u64[]){ UIP0 + tid + (COOKIE3 >> 32) } };
+
+		if (!record__build(&records[nr], PID, tid, 20, COOKIE3, &stack) ||
+		    deferred_callchains__index_record(&dc, &records[nr], tid, 20))
+			goto out_exit;
+	}
+	if (deferred_callchains__index_done(&dc))
+		goto out_exit;
+
+	for (size_t i = ARRAY_SIZE(cookies); i-- > 0; ) {
+		if (index_keys__sample(&dc, &ik, TID1, 30, cookies[i]))
+			goto out_exit;
+	}
+	for (u32 tid = INDEX_TID0 + INDEX_TIDS; tid-- > INDEX_TID0; ) {
+		if (index_keys__sample(&dc, &ik, tid, 30, COOKIE3))
+			goto out_exit;
+	}
+	if (deferred_callchains__flush(&dc))
+		goto out_exit;
+
+	lookups = 2 * nr_records;	/* one to add each record, one per sample */
+	pr_debug("%" PRIu64 " joined right, %" PRIu64 " wrong; %" PRIu64 " hashes and %"
+		 PRIu64 " key comparisons for %" PRIu64 " lookups\n", ik.joined_right,
+		 ik.joined_wrong, dc.index_hashes, dc.index_compares, lookups);
+	if (ik.joined_right != nr_records || ik.joined_wrong ||
+	    dc.stats.joined != nr_records || dc.stats.orphans)
+		goto out_exit;
+	/* a bucket of every tid's record would take millions */
+	if (dc.index_compares > 4 * lookups || dc.index_hashes > 4 * lookups)
+		goto out_exit;
+	ret = TEST_OK;
+out_exit:
+	deferred_callchains__exit(&dc);
+out_free:
+	free(records);
+	evsel__delete(ik.evsel);
+	return ret;
+}
+
+/*
  * Session level: pipe streams written to a file and read back as a pipe,
  * the way 'perf record -o - > file; perf script -i - < file' does.
  */
@@ -3007,6 +3124,8 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: the queue's memory cap", queue_cap),
 	TEST_CASE("Deferred callchain: records without tid", records_without_tid),
 	TEST_CASE("Deferred callchain: a file's index of records", indexed_file),
+	TEST_CASE("Deferred callchain: the index keys on (cookie, tid), 64-bit cookies",
+		  index_keys),
 	TEST_CASE("Deferred callchain: session, pipe mode", session_pipe),
 	TEST_CASE("Deferred callchain: session, byte-swapped pipe", session_swapped),
 	TEST_CASE("Deferred callchain: session, Linux 6.19's format", session_mainline),

@@ -339,46 +339,91 @@ static int deferred_callchains__pass(struct deferred_callchains *dc,
 	return deferred_callchains__trim(dc);
 }
 
-/* A record of the file's index. */
+/*
+ * A record of the file's index, keyed by (cookie, tid): a cookie is one
+ * stay of one task, so another task's record with the same cookie (a
+ * wrapped counter, or a crafted file) is another key, found as directly.
+ */
 struct deferred_indexed {
-	struct deferred_indexed		*next;	/* same cookie, other tid */
+	struct deferred_indexed		*next;	/* same key, later in the file */
 	const union perf_event		*record;
+	u64				cookie;
 	u64				time;
 	u32				tid;
 	bool				used;
 };
 
-static size_t cookie_hash(long key, void *ctx __maybe_unused)
+/*
+ * perf's hashmap keys are longs: 32 bits on a 32-bit build, too narrow
+ * for a cookie and a tid. The key is the address of a struct
+ * deferred_indexed (a stack one to look up), and these read through it.
+ */
+static size_t deferred_indexed__hash(long key, void *ctx)
 {
-	return key ^ (key >> 32);
+	const struct deferred_indexed *indexed = (const void *)key;
+	struct deferred_callchains *dc = ctx;
+	u64 h = indexed->cookie ^ ((u64)indexed->tid * 0x9e3779b97f4a7c15ULL);
+
+	dc->index_hashes++;
+	return (size_t)(h ^ (h >> 32));
+}
+
+static bool deferred_indexed__equal(long key1, long key2, void *ctx)
+{
+	const struct deferred_indexed *a = (const void *)key1, *b = (const void *)key2;
+	struct deferred_callchains *dc = ctx;
+
+	dc->index_compares++;
+	return a->cookie == b->cookie && a->tid == b->tid;
+}
+
+static int deferred_callchains__index_new(struct deferred_callchains *dc)
+{
+	if (dc->index)
+		return 0;
+	dc->index = hashmap__new(deferred_indexed__hash, deferred_indexed__equal, dc);
+	if (IS_ERR(dc->index)) {
+		dc->index = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static struct deferred_indexed *
+deferred_callchains__index_find(struct deferred_callchains *dc, u64 cookie, u32 tid)
+{
+	struct deferred_indexed probe = { .cookie = cookie, .tid = tid, };
+	struct deferred_indexed *indexed;
+
+	if (!hashmap__find(dc->index, (long)&probe, &indexed))
+		return NULL;
+	return indexed;
 }
 
 int deferred_callchains__index_record(struct deferred_callchains *dc,
 				      const union perf_event *record, u32 tid, u64 time)
 {
-	u64 cookie = record->callchain_deferred.cookie;
-	struct deferred_indexed *indexed, *first = NULL;
+	struct deferred_indexed *indexed, *first;
+	int err = deferred_callchains__index_new(dc);
 
-	if (!dc->index) {
-		dc->index = hashmap__new(cookie_hash, tid_equal, NULL);
-		if (IS_ERR(dc->index)) {
-			dc->index = NULL;
-			return -ENOMEM;
-		}
-	}
+	if (err)
+		return err;
 	indexed = zalloc(sizeof(*indexed));
 	if (!indexed)
 		return -ENOMEM;
 	indexed->record = record;
+	indexed->cookie = record->callchain_deferred.cookie;
 	indexed->time = time;
 	indexed->tid = tid;
-	if (hashmap__find(dc->index, cookie, &first)) {
-		/* one cookie, one stay, one task: another tid is a wrapped counter */
-		indexed->next = first->next;
+	first = deferred_callchains__index_find(dc, indexed->cookie, tid);
+	if (first) {
+		/* a duplicate: after the others, in the order of the file */
+		while (first->next)
+			first = first->next;
 		first->next = indexed;
 		return 0;
 	}
-	if (hashmap__add(dc->index, cookie, indexed)) {
+	if (hashmap__add(dc->index, (long)indexed, indexed)) {
 		free(indexed);
 		return -ENOMEM;
 	}
@@ -410,13 +455,8 @@ static int u64_cmp(const void *a, const void *b)
 int deferred_callchains__index_done(struct deferred_callchains *dc)
 {
 	/* a file without records is indexed too: its samples never wait */
-	if (!dc->index) {
-		dc->index = hashmap__new(cookie_hash, tid_equal, NULL);
-		if (IS_ERR(dc->index)) {
-			dc->index = NULL;
-			return -ENOMEM;
-		}
-	}
+	if (deferred_callchains__index_new(dc))
+		return -ENOMEM;
 	if (dc->nr_lost_times)
 		qsort(dc->lost_times, dc->nr_lost_times, sizeof(u64), u64_cmp);
 	return 0;
@@ -452,11 +492,9 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 	const union perf_event *record = NULL;
 	int err;
 
-	if (sample->tid != (u32)-1 &&
-	    hashmap__find(dc->index, sample->deferred_cookie, &indexed)) {
-		while (indexed && indexed->tid != sample->tid)
-			indexed = indexed->next;
-	}
+	if (sample->tid != (u32)-1)
+		indexed = deferred_callchains__index_find(dc, sample->deferred_cookie,
+							  sample->tid);
 	if (indexed) {
 		u64 from = min(time, indexed->time), to = max(time, indexed->time);
 

@@ -136,6 +136,9 @@ struct deferred_callchains {
 	 * offsets instead, and a sample's offset stands for its time.
 	 */
 	bool				index_in_file_order;
+	/* the index's key hashes and comparisons, for the tests to bound */
+	u64				index_hashes;
+	u64				index_compares;
 	u64				*lost_times;
 	size_t				nr_lost_times;
 	size_t				lost_times_size;
