@@ -177,6 +177,15 @@ header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
 header += bytes(32)
 with open(f"{out}/data-cut-in-header.data", "wb") as f:
     f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
+
+# The same, 20 bytes into the next event: its header whole, its body cut.
+tail = sample[:20]
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
+                      len(sample) + len(tail), 0, 0)
+header += bytes(32)
+with open(f"{out}/data-cut-in-body.data", "wb") as f:
+    f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
@@ -253,6 +262,19 @@ no_hang tracing-header-event-size.data script
 check tracing-header-event-size.data refused
 no_hang data-cut-in-header.data report -D
 check data-cut-in-header.data read
+check data-cut-in-body.data read
+# Cut in a header or in a body: the sample before it, and one warning.
+for cut in header body; do
+	perf script -F ip -i "$tmpdir/data-cut-in-$cut.data" >"$tmpdir/out" 2>"$tmpdir/err" || true
+	if [ "$(grep -c . "$tmpdir/out")" != 1 ] ||
+	   [ "$(grep -c "the data ends inside an event" "$tmpdir/err")" != 1 ]; then
+		echo "FAIL: data cut in an event $cut: not its sample and one warning"
+		cat "$tmpdir/out" "$tmpdir/err"
+		err=1
+	else
+		echo "ok: data cut in an event $cut: its sample and one warning"
+	fi
+done
 status=0
 perf inject -i "$tmpdir/unknown-feature.data" -o "$tmpdir/injected.data" \
 	2>"$tmpdir/err" || status=$?
