@@ -905,6 +905,15 @@ static struct deferred_mark *deferred_mark__find(const struct perf_sample *sampl
 	return NULL;
 }
 
+const char *deferred_callchain__mark_of(const struct map *map)
+{
+	for (size_t i = 0; map && i < ARRAY_SIZE(deferred_marks); i++) {
+		if (deferred_marks[i].map == map)
+			return deferred_marks[i].name;
+	}
+	return NULL;
+}
+
 const char *deferred_callchain__mark(const struct perf_sample *sample)
 {
 	struct deferred_mark *mark = deferred_mark__find(sample);

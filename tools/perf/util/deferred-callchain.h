@@ -202,6 +202,9 @@ struct ip_callchain *deferred_callchains__join(struct deferred_callchains *dc,
 
 /* "[user stack unresolved]", "[user stack ambiguous]" or NULL */
 const char *deferred_callchain__mark(const struct perf_sample *sample);
+struct map;
+/* The same, for a callchain frame: the mark whose pseudo map @map is, or NULL */
+const char *deferred_callchain__mark_of(const struct map *map);
 int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
 					   struct thread *thread,
 					   const struct perf_sample *sample);

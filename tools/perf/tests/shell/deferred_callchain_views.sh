@@ -102,6 +102,13 @@ test_script() {
 		-F +srcline,+symoff &&
 		# the frame, then its source line, unknown: the symbol and offset
 		check_marks "perf script -F +srcline,+symoff" "${out}" 4 2
+	# by addresses alone: the mark in the chain, by name, once (not a 0)
+	if view "perf script -F ip" "${out}" "${input}" script -F ip; then
+		check_marks "perf script -F ip" "${out}" 2 1
+		if grep -qE '^[[:space:]]+0$' "${out}"; then
+			fail "perf script -F ip: a mark printed as address 0"
+		fi
+	fi
 	# without a callchain the mark ends the sample's line
 	if view "perf script -F comm,tid,time,event" "${out}" "${input}" script \
 		-F comm,tid,time,event; then
