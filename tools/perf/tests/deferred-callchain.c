@@ -1654,36 +1654,24 @@ static int session_test__run(bool merge, int (*body)(struct session_test *st))
 	return ret;
 }
 
-/* Rules 1, 2, 3 (EXIT and end of data) and 5 through a pipe session */
-static int test__session_pipe(struct test_suite *test __maybe_unused,
-			      int subtest __maybe_unused)
-{
-	return session_test__basic(/*swap=*/false, /*mainline=*/false);
-}
-
-/* The same stream written in the other byte order */
-static int test__session_swapped(struct test_suite *test __maybe_unused,
-				 int subtest __maybe_unused)
-{
-	return session_test__basic(/*swap=*/true, /*mainline=*/false);
-}
-
 /*
- * The same stream as Linux 6.19 writes it (attr.defer_callchain, the cookie
- * at the end of the callchain, PERF_CONTEXT_USER first in the record): the
- * same samples, chains, marks and counts.
+ * Rules 1, 2, 3 (EXIT and end of data) and 5 through a pipe session: the
+ * stream in either byte order, and as Linux 6.19 writes it
+ * (attr.defer_callchain, the cookie at the end of the callchain,
+ * PERF_CONTEXT_USER first in the record) with the same samples, chains,
+ * marks and counts.
  */
-static int test__session_mainline(struct test_suite *test __maybe_unused,
-				  int subtest __maybe_unused)
-{
-	return session_test__basic(/*swap=*/false, /*mainline=*/true);
+#define SESSION_BASIC_TEST(name, swap, mainline)			\
+static int test__##name(struct test_suite *test __maybe_unused,	\
+			int subtest __maybe_unused)			\
+{									\
+	return session_test__basic(swap, mainline);			\
 }
 
-static int test__session_mainline_swapped(struct test_suite *test __maybe_unused,
-					  int subtest __maybe_unused)
-{
-	return session_test__basic(/*swap=*/true, /*mainline=*/true);
-}
+SESSION_BASIC_TEST(session_pipe, /*swap=*/false, /*mainline=*/false)
+SESSION_BASIC_TEST(session_swapped, /*swap=*/true, /*mainline=*/false)
+SESSION_BASIC_TEST(session_mainline, /*swap=*/false, /*mainline=*/true)
+SESSION_BASIC_TEST(session_mainline_swapped, /*swap=*/true, /*mainline=*/true)
 
 /*
  * The raw data of the sample at @time, as a tracepoint writes it: bytes of

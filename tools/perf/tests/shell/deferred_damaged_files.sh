@@ -167,25 +167,17 @@ with open(f"{out}/deferred-past-eof.data", "wb") as f:
     f.write(header + bytes(deferred_attr) + struct.pack("<QQ", 0, 0) +
             sample + rounds)
 
-# A data section that ends 7 bytes into an event header: perf mapped the
-# data again and again to find the rest (a hang).
+# A data section that ends 7 bytes into an event header (perf mapped the
+# data again and again to find the rest: a hang), and one that ends 20
+# bytes into the next event, its header whole and its body cut (refused).
 sample = record(9, struct.pack("<QIIQ", 0x400000, 1, 1, 1000))
-tail = bytes(7)
-header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
-header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
-                      len(sample) + len(tail), 0, 0)
-header += bytes(32)
-with open(f"{out}/data-cut-in-header.data", "wb") as f:
-    f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
-
-# The same, 20 bytes into the next event: its header whole, its body cut.
-tail = sample[:20]
-header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
-header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
-                      len(sample) + len(tail), 0, 0)
-header += bytes(32)
-with open(f"{out}/data-cut-in-body.data", "wb") as f:
-    f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
+for name, tail in (("header", bytes(7)), ("body", sample[:20])):
+    header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+    header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at,
+                          len(sample) + len(tail), 0, 0)
+    header += bytes(32)
+    with open(f"{out}/data-cut-in-{name}.data", "wb") as f:
+        f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream

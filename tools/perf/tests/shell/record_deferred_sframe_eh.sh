@@ -102,20 +102,25 @@ stacks "${tmpdir}/defer.data" 1 >"${tmpdir}/defer.stacks"
 record dwarf "${tmpdir}/dwarf.data" "${lib}"
 stacks "${tmpdir}/dwarf.data" 0 >"${tmpdir}/dwarf.stacks"
 
-test_whole() {
-	local samples whole
+# check_whole NAME STACKS MIN_SAMPLES: at least MIN_SAMPLES lines in the
+# STACKS file, min_whole% of them whole; else the most frequent broken ones.
+check_whole() {
+	local name=$1 stacks=$2 min_samples=$3 samples whole
 
-	echo "fp,defer with libsframe-eh.so: ${min_whole}% of python3's samples have a whole stack"
-	samples=$(wc -l <"${tmpdir}/defer.stacks")
-	whole=$(grep -c "^whole" "${tmpdir}/defer.stacks" || true)
-	echo "  ${whole} of ${samples} samples whole"
-	if [ "${samples}" -lt 1000 ]; then
-		fail "${samples} samples of python3, expected 1000 or more"
+	samples=$(wc -l <"${stacks}")
+	whole=$(grep -c "^whole" "${stacks}" || true)
+	echo "  ${name}: ${whole} of ${samples} samples whole"
+	if [ "${samples}" -lt "${min_samples}" ]; then
+		fail "${name}: ${samples} samples, expected ${min_samples} or more"
 	elif [ $((whole * 100)) -lt $((samples * min_whole)) ]; then
-		fail "${whole} whole stacks of ${samples}, expected ${min_whole}% or more; the most frequent broken ones:"
-		grep "^broken" "${tmpdir}/defer.stacks" | cut -d';' -f1-4 | sort | uniq -c |
-			sort -rn | head -8
+		fail "${name}: ${whole} of ${samples} whole, expected ${min_whole}% or more; the most frequent broken ones:"
+		grep "^broken" "${stacks}" | cut -d';' -f1-4 | sort | uniq -c | sort -rn | head -8
 	fi
+}
+
+test_whole() {
+	echo "fp,defer with libsframe-eh.so: ${min_whole}% of python3's samples have a whole stack"
+	check_whole python3 "${tmpdir}/defer.stacks" 1000
 }
 
 # Each caller-callee pair of the whole fp,defer stacks, against dwarf's:
@@ -214,16 +219,7 @@ EOF
 			env "LD_AUDIT=${lib}" "${tmpdir}/dl_crc" "${how}"
 		stacks "${tmpdir}/${how}.data" 1 dl_crc | grep "^[a-z]*;libz\.so" \
 			>"${tmpdir}/${how}.stacks" || true
-		samples=$(wc -l <"${tmpdir}/${how}.stacks")
-		whole=$(grep -c "^whole" "${tmpdir}/${how}.stacks" || true)
-		echo "  ${how}: ${whole} of ${samples} samples in libz whole"
-		if [ "${samples}" -lt 100 ]; then
-			fail "${how}: ${samples} samples in libz, expected 100 or more"
-		elif [ $((whole * 100)) -lt $((samples * min_whole)) ]; then
-			fail "${how}: ${whole} of ${samples} whole, expected ${min_whole}% or more:"
-			grep "^broken" "${tmpdir}/${how}.stacks" | cut -d';' -f1-4 |
-				sort | uniq -c | sort -rn | head -5
-		fi
+		check_whole "${how}, in libz" "${tmpdir}/${how}.stacks" 100
 	done
 }
 
