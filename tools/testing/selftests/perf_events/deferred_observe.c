@@ -65,9 +65,16 @@ static __u64 mono_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+/*
+ * With the lost count in read(): records dropped at the end of a run, once
+ * nothing written after them could carry a PERF_RECORD_LOST, show there.
+ */
 static struct perf_event_attr clock_attr(__u64 config)
 {
-	return sw_sample_attr(config, PERIOD_NS, true);
+	struct perf_event_attr attr = sw_sample_attr(config, PERIOD_NS, true);
+
+	attr.read_format = PERF_FORMAT_LOST;
+	return attr;
 }
 
 static int perf_open_flags(struct perf_event_attr *attr, pid_t pid, int cpu,
@@ -304,6 +311,17 @@ struct join {
 };
 
 /*
+ * Whether r's buffer dropped records: a PERF_RECORD_LOST tells, and so does
+ * the kernel's count (PERF_FORMAT_LOST) of those dropped when the buffer
+ * was full until the event was disabled, with no record after them.
+ */
+static bool ring_lost_records(const struct ring *r)
+{
+	return count_type(r, PERF_RECORD_LOST) ||
+	       (r->read_format == PERF_FORMAT_LOST && lost_count(r->fd));
+}
+
+/*
  * Join the samples of tid with the records of their cookies: one record per
  * cookie and buffer, with the sample's tid. A cookie may have no record if
  * it is in excuse[] (the stay sampling stopped in, ...), or if lost_ok and
@@ -314,7 +332,7 @@ struct join {
 static struct join join_tid(const struct ring *r, __u32 tid, const __u64 *excuse,
 			    int nr_excuse, bool lost_ok)
 {
-	bool lost = lost_ok && count_type(r, PERF_RECORD_LOST);
+	bool lost = lost_ok && ring_lost_records(r);
 	struct join j = { 0 };
 	size_t i, k;
 
@@ -384,16 +402,18 @@ static void expect_joined(struct __test_metadata *_metadata, const char *what,
 		       what, tid, j->deferred);
 }
 
-/* Reap child within a few seconds, or kill it; returns its wait status. */
 /*
  * Wait until the child has exited, without reaping it: a task's pid is
  * released when its parent reaps it, and samples it takes after that (it
  * still runs a little) carry tid -1. Tests disable their events in between.
+ * The nr rings r[] are drained meanwhile: an exit under KASAN is sampled
+ * hundreds of times, and a full buffer would drop the last records.
  */
-static void wait_exited(pid_t child)
+static void wait_exited(pid_t child, struct ring *r, int nr)
 {
 	double deadline = ring_now() + 10;
 	siginfo_t info;
+	int i;
 
 	do {
 		memset(&info, 0, sizeof(info));
@@ -401,8 +421,12 @@ static void wait_exited(pid_t child)
 		    info.si_pid == child)
 			return;
 		usleep(1000);
+		for (i = 0; i < nr; i++)
+			ring_drain(&r[i]);
 	} while (ring_now() < deadline);
 }
+
+/* Reap child within a few seconds, or kill it; returns its wait status. */
 
 static int reap(pid_t child)
 {
@@ -644,7 +668,7 @@ TEST_F(cgroup2, cgroup_event_sees_only_its_cgroup)
 	}
 	__atomic_store_n(stop, 1, __ATOMIC_RELAXED);
 	for (i = 0; i < 2; i++)
-		wait_exited(cg->child[i]);
+		wait_exited(cg->child[i], r, 2);
 	for (i = 0; i < 2; i++)
 		ASSERT_EQ(0, ioctl(r[i].fd, PERF_EVENT_IOC_DISABLE, 0));
 	for (i = 0; i < 2; i++) {
@@ -691,6 +715,8 @@ TEST_F(cgroup2, cgroup_event_sees_only_its_cgroup)
 		expect_joined(_metadata, name[i], task[i], &j);
 		TH_LOG("%s: %d samples of task %u (%d user), %d deferred, %d records, %d joined",
 		       name[i], j.samples, task[i], j.user, j.deferred, mine, j.joined);
+		TH_LOG("%s: %llu records lost", name[i],
+		       (unsigned long long)lost_count(r[i].fd));
 	}
 
 	for (i = 0; i < 2; i++)
@@ -847,7 +873,7 @@ TEST(tids_in_a_child_pid_namespace)
 			break;
 	}
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELAXED);
-	wait_exited(child);
+	wait_exited(child, r, 2);
 	for (i = 0; i < 2; i++)
 		ASSERT_EQ(0, ioctl(r[i].fd, PERF_EVENT_IOC_DISABLE, 0));
 	status = reap(child);
@@ -1139,7 +1165,6 @@ static void pause_while_sampled(struct __test_metadata *_metadata)
 	struct join j;
 	struct ring r;
 
-	attr.read_format = PERF_FORMAT_LOST;
 	attr.use_clockid = 1;
 	attr.clockid = CLOCK_MONOTONIC;
 	burner_init(_metadata, &b);

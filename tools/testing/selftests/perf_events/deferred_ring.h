@@ -53,6 +53,7 @@ struct ring_record {
 struct ring {
 	int fd;
 	__u64 sample_type;
+	__u64 read_format;
 	bool sample_id_all;
 	bool keep_tail;		/* never advance data_tail (no reader) */
 	size_t hold_back;	/* read bytes not handed back to the kernel */
@@ -93,6 +94,7 @@ static inline int ring_map(struct ring *r, int fd, const struct perf_event_attr 
 	memset(r, 0, sizeof(*r));
 	r->fd = fd;
 	r->sample_type = attr->sample_type;
+	r->read_format = attr->read_format;
 	r->sample_id_all = attr->sample_id_all;
 	if (r->sample_type & ~(__u64)RING_SAMPLE_TYPES) {
 		errno = EINVAL;
