@@ -475,7 +475,7 @@ static int engine__check_invariants(struct engine *e)
 	return TEST_OK;
 }
 
-static int engine__run(int (*fn)(struct engine *e))
+static struct engine *engine__new(void)
 {
 	struct perf_event_attr attr = {
 		.type		= PERF_TYPE_SOFTWARE,
@@ -484,25 +484,43 @@ static int engine__run(int (*fn)(struct engine *e))
 		.sample_id_all	= 1,
 	};
 	struct engine *e = zalloc(sizeof(*e));
-	int ret = TEST_FAIL;
 
 	if (!e)
-		return TEST_FAIL;
+		return NULL;
 	e->evsel = evsel__new(&attr);
 	if (!e->evsel)
 		goto out_free;
 	if (deferred_callchains__init(&e->dc, engine__deliver, e))
 		goto out_delete;
+	return e;
 
-	ret = fn(e);
-	if (ret == TEST_OK)
-		ret = engine__check_invariants(e);
-
-	deferred_callchains__exit(&e->dc);
 out_delete:
 	evsel__delete(e->evsel);
 out_free:
 	free(e);
+	return NULL;
+}
+
+static void engine__delete(struct engine *e)
+{
+	if (!e)
+		return;
+	deferred_callchains__exit(&e->dc);
+	evsel__delete(e->evsel);
+	free(e);
+}
+
+static int engine__run(int (*fn)(struct engine *e))
+{
+	struct engine *e = engine__new();
+	int ret;
+
+	if (!e)
+		return TEST_FAIL;
+	ret = fn(e);
+	if (ret == TEST_OK)
+		ret = engine__check_invariants(e);
+	engine__delete(e);
 	return ret;
 }
 
@@ -906,7 +924,7 @@ static int indexed_file(struct engine *e)
 
 		TEST_ASSERT_VAL("record", record);
 		ENGINE_OK(deferred_callchains__index_record(&e->dc, record, indexed[i].tid,
-							    indexed[i].time));
+							    indexed[i].time, indexed[i].time));
 	}
 	ENGINE_OK(deferred_callchains__index_lost(&e->dc, 40));
 	ENGINE_OK(deferred_callchains__index_done(&e->dc));
@@ -936,11 +954,12 @@ static int indexed_file(struct engine *e)
 }
 
 /*
- * The index's keys: (cookie, tid) with the whole 64-bit cookie, whatever
- * the width of the hashmap's long keys. Cookies that differ only in their
- * high half are other stays; one cookie in the records of many tids (a
- * crafted file, or wrapped counters) costs a lookup each, not a walk of
- * the others: the hashes and key comparisons stay linear.
+ * The index's keys: a thread's records are found by tid and told apart by
+ * the whole 64-bit cookie, whatever the width of the hashmap's long keys.
+ * Cookies that differ only in their high half are other stays; one cookie
+ * in the records of many tids (a crafted file, or wrapped counters) costs
+ * a lookup each, not a walk of the others: the hashes and key comparisons
+ * stay linear.
  */
 #define INDEX_TIDS	4096
 #define INDEX_TID0	10000
@@ -1008,22 +1027,23 @@ static int test__index_keys(struct test_suite *test __maybe_unused,
 	for (size_t i = 0; i < ARRAY_SIZE(cookies); i++, nr++) {
 		const struct ips stack = { 1, (const u64[]){ UIP0 + TID1 + (cookies[i] >> 32) } };
 
-		if (!record__build(&records[nr], PID, TID1, 10, cookies[i], &stack) ||
-		    deferred_callchains__index_record(&dc, &records[nr], TID1, 10))
+		/* one stay after another: each sample comes before its record */
+		if (!record__build(&records[nr], PID, TID1, 10 + 10 * i, cookies[i], &stack) ||
+		    deferred_callchains__index_record(&dc, &records[nr], TID1, 10 + 10 * i, nr))
 			goto out_exit;
 	}
 	for (u32 tid = INDEX_TID0; tid < INDEX_TID0 + INDEX_TIDS; tid++, nr++) {
 		const struct ips stack = { 1, (const u64[]){ UIP0 + tid + (COOKIE3 >> 32) } };
 
 		if (!record__build(&records[nr], PID, tid, 20, COOKIE3, &stack) ||
-		    deferred_callchains__index_record(&dc, &records[nr], tid, 20))
+		    deferred_callchains__index_record(&dc, &records[nr], tid, 20, nr))
 			goto out_exit;
 	}
 	if (deferred_callchains__index_done(&dc))
 		goto out_exit;
 
 	for (size_t i = ARRAY_SIZE(cookies); i-- > 0; ) {
-		if (index_keys__sample(&dc, &ik, TID1, 30, cookies[i]))
+		if (index_keys__sample(&dc, &ik, TID1, 5 + 10 * i, cookies[i]))
 			goto out_exit;
 	}
 	for (u32 tid = INDEX_TID0 + INDEX_TIDS; tid-- > INDEX_TID0; ) {
@@ -1049,6 +1069,153 @@ out_exit:
 out_free:
 	free(records);
 	evsel__delete(ik.evsel);
+	return ret;
+}
+
+/*
+ * One set of rules: a stream read through the queue (a pipe) and the same
+ * events indexed first (a file) give every sample the same fate, the same
+ * stack and the same counts. The stream has what sets the two apart if
+ * the index forgets a rule: duplicate records, a record whose clock is
+ * behind its sample's, an exit between a sample and its record, a newer
+ * record first, records of threads nobody sampled, a cookie that comes
+ * round again, and a loss.
+ */
+enum scripted_kind { SCRIPTED_SAMPLE, SCRIPTED_RECORD, SCRIPTED_EXIT, SCRIPTED_LOST };
+
+struct scripted {
+	enum scripted_kind	kind;
+	u32			tid;
+	u64			time;
+	u64			cookie;
+	const struct ips	*ips;
+};
+
+static const struct scripted rules_stream[] = {
+	/* duplicates: the first after the sample is its own ... */
+	{ SCRIPTED_SAMPLE, TID1, 1, COOKIE1, &kernel_a },
+	{ SCRIPTED_RECORD, TID1, 2, COOKIE1, &stack_a },
+	{ SCRIPTED_RECORD, TID1, 3, COOKIE1, &stack_b },
+	/* ... and the last before it, backward */
+	{ SCRIPTED_SAMPLE, TID1, 4, COOKIE1, &kernel_b },
+	/* an exit in between: the record is not this thread's any more */
+	{ SCRIPTED_SAMPLE, TID2, 5, COOKIE2, &kernel_a },
+	{ SCRIPTED_EXIT, TID2, 6, 0, NULL },
+	{ SCRIPTED_RECORD, TID2, 7, COOKIE2, &stack_a },
+	/* a newer record first: this stay's is not coming */
+	{ SCRIPTED_SAMPLE, TID3, 8, COOKIE3, &kernel_a },
+	{ SCRIPTED_RECORD, TID3, 9, COOKIE4, &stack_b },
+	{ SCRIPTED_RECORD, TID3, 10, COOKIE3, &stack_a },
+	/* nobody sampled this thread */
+	{ SCRIPTED_RECORD, TID4, 11, COOKIE5, &stack_a },
+	/* a record whose CPU's clock is behind the sample's */
+	{ SCRIPTED_RECORD, TID1, 12, COOKIE2, &stack_b },
+	{ SCRIPTED_SAMPLE, TID1, 13, COOKIE2, &kernel_c },
+	/* the cookie of the first stay again: not its old records' */
+	{ SCRIPTED_SAMPLE, TID1, 14, COOKIE1, &kernel_a },
+	{ SCRIPTED_LOST, 0, 15, 0, NULL },
+	{ SCRIPTED_RECORD, TID1, 16, COOKIE1, &stack_empty },
+	{ SCRIPTED_SAMPLE, TID3, 17, COOKIE3, &kernel_b },
+};
+
+/* How the queue and the index must both see it */
+static const struct expect rules_expected[] = {
+	{ 1, JOINED, IPS(CTX_K, KIP1, KIP2, CTX_U, UIP1, UIP2) },
+	{ 4, JOINED | BACKWARD, IPS(CTX_K, KIP3, CTX_U, UIP3) },
+	{ 5, UNRESOLVED, IPS(CTX_K, KIP1, KIP2) },
+	{ 8, UNRESOLVED, IPS(CTX_K, KIP1, KIP2) },
+	{ 13, JOINED | BACKWARD, IPS(CTX_K, KIP1, CTX_U, UIP3) },
+	{ 14, JOINED | AMBIGUOUS, IPS(CTX_K, KIP1, KIP2) },
+	/* the overtaken record is the thread's last, across the loss */
+	{ 17, JOINED | BACKWARD | AMBIGUOUS, IPS(CTX_K, KIP3, CTX_U, UIP1, UIP2) },
+};
+
+static int engine__scripted(struct engine *e, const struct scripted *ev)
+{
+	switch (ev->kind) {
+	case SCRIPTED_SAMPLE:
+		return engine__sample(e, ev->tid, ev->time, ev->cookie, ev->ips);
+	case SCRIPTED_RECORD:
+		return engine__record(e, ev->tid, ev->time, ev->cookie, ev->ips);
+	case SCRIPTED_EXIT:
+		return engine__exit(e, ev->tid, ev->time);
+	case SCRIPTED_LOST:
+		return engine__lost(e, ev->time, 1);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* What a file's index has of the stream; @records keeps its records. */
+static int engine__index_scripted(struct engine *e, union perf_event *records)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(rules_stream); i++) {
+		const struct scripted *ev = &rules_stream[i];
+		u64 offset = sample_offset(ev->time);
+		int err = 0;
+
+		switch (ev->kind) {
+		case SCRIPTED_RECORD:
+			if (!record__build(&records[i], PID, ev->tid, ev->time, ev->cookie,
+					   ev->ips))
+				return -EINVAL;
+			err = deferred_callchains__index_record(&e->dc, &records[i], ev->tid,
+								ev->time, offset);
+			break;
+		case SCRIPTED_EXIT:
+			err = deferred_callchains__index_exit(&e->dc, ev->tid, ev->time, offset);
+			break;
+		case SCRIPTED_LOST:
+			err = deferred_callchains__index_lost(&e->dc, ev->time);
+			break;
+		case SCRIPTED_SAMPLE:
+		default:
+			break;
+		}
+		if (err)
+			return err;
+	}
+	return deferred_callchains__index_done(&e->dc);
+}
+
+static int test__one_answer(struct test_suite *test __maybe_unused,
+			    int subtest __maybe_unused)
+{
+	union perf_event *records = calloc(ARRAY_SIZE(rules_stream), sizeof(*records));
+	struct engine *queue = engine__new(), *index = engine__new();
+	int ret = TEST_FAIL;
+
+	if (!records || !queue || !index ||
+	    engine__index_scripted(index, records))
+		goto out;
+	for (size_t i = 0; i < ARRAY_SIZE(rules_stream); i++) {
+		if (engine__scripted(queue, &rules_stream[i]) ||
+		    engine__scripted(index, &rules_stream[i]))
+			goto out;
+	}
+	if (engine__check_invariants(queue) != TEST_OK ||
+	    engine__check_invariants(index) != TEST_OK)
+		goto out;
+	pr_debug("the queue:\n");
+	if (engine__check(queue, rules_expected, ARRAY_SIZE(rules_expected)) != TEST_OK)
+		goto out;
+	pr_debug("the index:\n");
+	if (engine__check(index, rules_expected, ARRAY_SIZE(rules_expected)) != TEST_OK)
+		goto out;
+	if (memcmp(&queue->dc.stats, &index->dc.stats, sizeof(queue->dc.stats))) {
+		pr_debug("the counts differ:\n");
+		deferred_callchain_stats__fprintf(&queue->dc.stats, stderr, "queue: ");
+		deferred_callchain_stats__fprintf(&index->dc.stats, stderr, "index: ");
+		goto out;
+	}
+	/* after the exit, the overtaken one, the unsampled thread's */
+	if (queue->dc.stats.records != 8 || queue->dc.stats.orphans != 3)
+		goto out;
+	ret = TEST_OK;
+out:
+	engine__delete(queue);
+	engine__delete(index);
+	free(records);
 	return ret;
 }
 
@@ -3112,8 +3279,9 @@ static struct test_case tests__deferred_callchain[] = {
 	TEST_CASE("Deferred callchain: the queue's memory cap", queue_cap),
 	TEST_CASE("Deferred callchain: records without tid", records_without_tid),
 	TEST_CASE("Deferred callchain: a file's index of records", indexed_file),
-	TEST_CASE("Deferred callchain: the index keys on (cookie, tid), 64-bit cookies",
+	TEST_CASE("Deferred callchain: the index keys on tid, 64-bit cookies",
 		  index_keys),
+	TEST_CASE("Deferred callchain: a file and a pipe, one answer", one_answer),
 	TEST_CASE("Deferred callchain: session, pipe mode", session_pipe),
 	TEST_CASE("Deferred callchain: session, byte-swapped pipe", session_swapped),
 	TEST_CASE("Deferred callchain: session, Linux 6.19's format", session_mainline),

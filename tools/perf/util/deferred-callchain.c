@@ -340,41 +340,44 @@ static int deferred_callchains__pass(struct deferred_callchains *dc,
 }
 
 /*
- * A record of the file's index, keyed by (cookie, tid): a cookie is one
- * stay of one task, so another task's record with the same cookie (a
- * wrapped counter, or a crafted file) is another key, found as directly.
+ * A file's index, per thread: its records and its exit, in the order the
+ * reader delivers them (time, then place in the file). The index applies
+ * the rules the queue applies to a stream, so that a file and a pipe of
+ * the same events give one answer: a sample joins the thread's last
+ * record before it if that has its cookie (rule 2, backward), else the
+ * thread's next event if that is a record with its cookie (rule 1); a
+ * record with another cookie, the thread's exit or nothing at all in
+ * between means the record is not coming (rule 3). Duplicates, and
+ * cookies that come round again, are told apart by where they are.
  */
 struct deferred_indexed {
-	struct deferred_indexed		*next;	/* same key, later in the file */
-	const union perf_event		*record;
-	u64				cookie;
 	u64				time;
-	u32				tid;
+	u64				offset;
+	const union perf_event		*record;	/* NULL: the thread's exit */
 	bool				used;
 };
 
-/*
- * perf's hashmap keys are longs: 32 bits on a 32-bit build, too narrow
- * for a cookie and a tid. The key is the address of a struct
- * deferred_indexed (a stack one to look up), and these read through it.
- */
+struct deferred_indexed_thread {
+	struct deferred_indexed		*events;
+	size_t				nr;
+	size_t				size;
+	bool				unsorted;
+};
+
 static size_t deferred_indexed__hash(long key, void *ctx)
 {
-	const struct deferred_indexed *indexed = (const void *)key;
 	struct deferred_callchains *dc = ctx;
-	u64 h = indexed->cookie ^ ((u64)indexed->tid * 0x9e3779b97f4a7c15ULL);
 
 	dc->index_hashes++;
-	return (size_t)(h ^ (h >> 32));
+	return key;
 }
 
 static bool deferred_indexed__equal(long key1, long key2, void *ctx)
 {
-	const struct deferred_indexed *a = (const void *)key1, *b = (const void *)key2;
 	struct deferred_callchains *dc = ctx;
 
 	dc->index_compares++;
-	return a->cookie == b->cookie && a->tid == b->tid;
+	return key1 == key2;
 }
 
 static int deferred_callchains__index_new(struct deferred_callchains *dc)
@@ -389,45 +392,77 @@ static int deferred_callchains__index_new(struct deferred_callchains *dc)
 	return 0;
 }
 
-static struct deferred_indexed *
-deferred_callchains__index_find(struct deferred_callchains *dc, u64 cookie, u32 tid)
+static struct deferred_indexed_thread *
+deferred_callchains__index_thread(struct deferred_callchains *dc, u32 tid)
 {
-	struct deferred_indexed probe = { .cookie = cookie, .tid = tid, };
-	struct deferred_indexed *indexed;
+	struct deferred_indexed_thread *thread;
 
-	if (!hashmap__find(dc->index, (long)&probe, &indexed))
+	if (!hashmap__find(dc->index, tid, &thread))
 		return NULL;
-	return indexed;
+	return thread;
 }
 
-int deferred_callchains__index_record(struct deferred_callchains *dc,
-				      const union perf_event *record, u32 tid, u64 time)
+/* (time, offset) order: the reader's */
+static int deferred_indexed__cmp(const void *a, const void *b)
 {
-	struct deferred_indexed *indexed, *first;
+	const struct deferred_indexed *l = a, *r = b;
+
+	if (l->time != r->time)
+		return l->time < r->time ? -1 : 1;
+	return l->offset < r->offset ? -1 : l->offset > r->offset;
+}
+
+static int deferred_callchains__index_add(struct deferred_callchains *dc, u32 tid,
+					  u64 time, u64 offset,
+					  const union perf_event *record)
+{
+	struct deferred_indexed_thread *thread;
+	struct deferred_indexed *indexed;
 	int err = deferred_callchains__index_new(dc);
 
 	if (err)
 		return err;
-	indexed = zalloc(sizeof(*indexed));
-	if (!indexed)
-		return -ENOMEM;
-	indexed->record = record;
-	indexed->cookie = record->callchain_deferred.cookie;
+	thread = deferred_callchains__index_thread(dc, tid);
+	if (!thread) {
+		thread = zalloc(sizeof(*thread));
+		if (!thread)
+			return -ENOMEM;
+		if (hashmap__add(dc->index, tid, thread)) {
+			free(thread);
+			return -ENOMEM;
+		}
+	}
+	if (thread->nr == thread->size) {
+		size_t size = thread->size ? 2 * thread->size : 4;
+		void *events = realloc(thread->events, size * sizeof(*thread->events));
+
+		if (!events)
+			return -ENOMEM;
+		thread->events = events;
+		thread->size = size;
+	}
+	indexed = &thread->events[thread->nr++];
 	indexed->time = time;
-	indexed->tid = tid;
-	first = deferred_callchains__index_find(dc, indexed->cookie, tid);
-	if (first) {
-		/* a duplicate: after the others, in the order of the file */
-		while (first->next)
-			first = first->next;
-		first->next = indexed;
-		return 0;
-	}
-	if (hashmap__add(dc->index, (long)indexed, indexed)) {
-		free(indexed);
-		return -ENOMEM;
-	}
+	indexed->offset = offset;
+	indexed->record = record;
+	indexed->used = false;
+	/* a file is written per CPU buffer: sorted once, if need be */
+	if (thread->nr > 1 && deferred_indexed__cmp(indexed - 1, indexed) > 0)
+		thread->unsorted = true;
 	return 0;
+}
+
+int deferred_callchains__index_record(struct deferred_callchains *dc,
+				      const union perf_event *record, u32 tid,
+				      u64 time, u64 offset)
+{
+	return deferred_callchains__index_add(dc, tid, time, offset, record);
+}
+
+int deferred_callchains__index_exit(struct deferred_callchains *dc, u32 tid,
+				    u64 time, u64 offset)
+{
+	return deferred_callchains__index_add(dc, tid, time, offset, /*record=*/NULL);
 }
 
 int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time)
@@ -454,9 +489,20 @@ static int u64_cmp(const void *a, const void *b)
 
 int deferred_callchains__index_done(struct deferred_callchains *dc)
 {
+	struct hashmap_entry *entry;
+	size_t bkt;
+
 	/* a file without records is indexed too: its samples never wait */
 	if (deferred_callchains__index_new(dc))
 		return -ENOMEM;
+	hashmap__for_each_entry(dc->index, entry, bkt) {
+		struct deferred_indexed_thread *thread = entry->pvalue;
+
+		if (thread->unsorted)
+			qsort(thread->events, thread->nr, sizeof(*thread->events),
+			      deferred_indexed__cmp);
+		thread->unsorted = false;
+	}
 	if (dc->nr_lost_times)
 		qsort(dc->lost_times, dc->nr_lost_times, sizeof(u64), u64_cmp);
 	return 0;
@@ -478,6 +524,24 @@ static size_t deferred_callchains__lost_before(struct deferred_callchains *dc, u
 	return lo;
 }
 
+/* The first of the thread's events after (@time, @offset). */
+static size_t deferred_indexed_thread__next(const struct deferred_indexed_thread *thread,
+					    u64 time, u64 offset)
+{
+	const struct deferred_indexed here = { .time = time, .offset = offset, };
+	size_t lo = 0, hi = thread->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (deferred_indexed__cmp(&thread->events[mid], &here) <= 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* With the index: the sample's record is known, or will never come. */
 static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 					       union perf_event *event,
@@ -488,19 +552,32 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 	/* without time, the order of the file is all there is */
 	u64 time = dc->index_in_file_order ? file_offset : sample->time;
 	unsigned int flags = DEFERRED_CALLCHAIN__UNRESOLVED;
+	struct deferred_indexed_thread *thread = NULL;
 	struct deferred_indexed *indexed = NULL;
 	const union perf_event *record = NULL;
+	u64 cookie = sample->deferred_cookie;
 	int err;
 
 	if (sample->tid != (u32)-1)
-		indexed = deferred_callchains__index_find(dc, sample->deferred_cookie,
-							  sample->tid);
+		thread = deferred_callchains__index_thread(dc, sample->tid);
+	if (thread) {
+		size_t next = deferred_indexed_thread__next(thread, time, file_offset);
+		struct deferred_indexed *before = next ? &thread->events[next - 1] : NULL;
+		struct deferred_indexed *after = next < thread->nr ? &thread->events[next] : NULL;
+
+		if (before && before->record &&
+		    before->record->callchain_deferred.cookie == cookie) {
+			indexed = before;
+			flags = DEFERRED_CALLCHAIN__JOINED | DEFERRED_CALLCHAIN__BACKWARD;
+		} else if (after && after->record &&
+			   after->record->callchain_deferred.cookie == cookie) {
+			indexed = after;
+			flags = DEFERRED_CALLCHAIN__JOINED;
+		}
+	}
 	if (indexed) {
 		u64 from = min(time, indexed->time), to = max(time, indexed->time);
 
-		flags = DEFERRED_CALLCHAIN__JOINED;
-		if (indexed->time < time)
-			flags |= DEFERRED_CALLCHAIN__BACKWARD;
 		if (deferred_callchains__lost_before(dc, to) !=
 		    deferred_callchains__lost_before(dc, from))
 			flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
@@ -513,6 +590,22 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 	return err;
 }
 
+/* Records of the index that no sample used: orphans (rule 4). */
+static void deferred_callchains__index_orphans(struct deferred_callchains *dc)
+{
+	struct hashmap_entry *entry;
+	size_t bkt;
+
+	hashmap__for_each_entry(dc->index, entry, bkt) {
+		struct deferred_indexed_thread *thread = entry->pvalue;
+
+		for (size_t i = 0; i < thread->nr; i++) {
+			if (thread->events[i].record && !thread->events[i].used)
+				dc->stats.orphans++;
+		}
+	}
+}
+
 void deferred_callchains__index_free(struct deferred_callchains *dc)
 {
 	struct hashmap_entry *entry;
@@ -520,14 +613,10 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 
 	if (dc->index) {
 		hashmap__for_each_entry(dc->index, entry, bkt) {
-			struct deferred_indexed *indexed = entry->pvalue;
+			struct deferred_indexed_thread *thread = entry->pvalue;
 
-			while (indexed) {
-				struct deferred_indexed *next = indexed->next;
-
-				free(indexed);
-				indexed = next;
-			}
+			free(thread->events);
+			free(thread);
 		}
 		hashmap__free(dc->index);
 		dc->index = NULL;
@@ -703,15 +792,8 @@ int deferred_callchains__flush(struct deferred_callchains *dc)
 	if (!dc->threads)
 		return 0;
 
-	/* records of the index that no sample used */
 	if (dc->index) {
-		hashmap__for_each_entry(dc->index, entry, bkt) {
-			for (struct deferred_indexed *indexed = entry->pvalue; indexed;
-			     indexed = indexed->next) {
-				if (!indexed->used)
-					dc->stats.orphans++;
-			}
-		}
+		deferred_callchains__index_orphans(dc);
 		deferred_callchains__index_free(dc);
 	}
 

@@ -126,9 +126,10 @@ struct deferred_callchains {
 	/* no sample_id_all: records have no tid, so nothing can be joined */
 	bool				records_have_no_tid;
 	/*
-	 * A file's records, indexed before its events are read: cookie ->
-	 * struct deferred_indexed, and the times of its losses, sorted. With
-	 * it, a sample is joined (or not) the moment it comes: nothing waits.
+	 * A file's records and exits, indexed before its events are read:
+	 * tid -> struct deferred_indexed_thread, and the times of its losses,
+	 * sorted. With it, a sample is joined (or not) the moment it comes,
+	 * by the rules the queue applies: nothing waits.
 	 */
 	struct hashmap			*index;
 	/*
@@ -172,13 +173,16 @@ int deferred_callchains__flush(struct deferred_callchains *dc);
 
 /*
  * Indexing a file before reading its events: every record (which must stay
- * where it is until deferred_callchains__exit()), with its tid and time,
- * and the time of every loss; then the index is done and used. In a file
- * whose deferred events have no time, index_in_file_order is set and the
- * times are file offsets.
+ * where it is until deferred_callchains__exit()) and every thread's exit,
+ * with its tid, time and file offset, and the time of every loss; then the
+ * index is done and used. In a file whose deferred events have no time,
+ * index_in_file_order is set and the times are file offsets.
  */
 int deferred_callchains__index_record(struct deferred_callchains *dc,
-				      const union perf_event *record, u32 tid, u64 time);
+				      const union perf_event *record, u32 tid,
+				      u64 time, u64 offset);
+int deferred_callchains__index_exit(struct deferred_callchains *dc, u32 tid,
+				    u64 time, u64 offset);
 int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time);
 int deferred_callchains__index_done(struct deferred_callchains *dc);
 void deferred_callchains__index_free(struct deferred_callchains *dc);
