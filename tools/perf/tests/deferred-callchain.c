@@ -1089,33 +1089,35 @@ struct scripted {
 	u64			time;
 	u64			cookie;
 	const struct ips	*ips;
+	/* written after the next event: its CPU's buffer came later */
+	bool			late;
 };
 
 static const struct scripted rules_stream[] = {
 	/* duplicates: the first after the sample is its own ... */
-	{ SCRIPTED_SAMPLE, TID1, 1, COOKIE1, &kernel_a },
-	{ SCRIPTED_RECORD, TID1, 2, COOKIE1, &stack_a },
-	{ SCRIPTED_RECORD, TID1, 3, COOKIE1, &stack_b },
+	{ SCRIPTED_SAMPLE, TID1, 1, COOKIE1, &kernel_a, false },
+	{ SCRIPTED_RECORD, TID1, 2, COOKIE1, &stack_a, false },
+	{ SCRIPTED_RECORD, TID1, 3, COOKIE1, &stack_b, false },
 	/* ... and the last before it, backward */
-	{ SCRIPTED_SAMPLE, TID1, 4, COOKIE1, &kernel_b },
+	{ SCRIPTED_SAMPLE, TID1, 4, COOKIE1, &kernel_b, false },
 	/* an exit in between: the record is not this thread's any more */
-	{ SCRIPTED_SAMPLE, TID2, 5, COOKIE2, &kernel_a },
-	{ SCRIPTED_EXIT, TID2, 6, 0, NULL },
-	{ SCRIPTED_RECORD, TID2, 7, COOKIE2, &stack_a },
+	{ SCRIPTED_SAMPLE, TID2, 5, COOKIE2, &kernel_a, false },
+	{ SCRIPTED_EXIT, TID2, 6, 0, NULL, false },
+	{ SCRIPTED_RECORD, TID2, 7, COOKIE2, &stack_a, false },
 	/* a newer record first: this stay's is not coming */
-	{ SCRIPTED_SAMPLE, TID3, 8, COOKIE3, &kernel_a },
-	{ SCRIPTED_RECORD, TID3, 9, COOKIE4, &stack_b },
-	{ SCRIPTED_RECORD, TID3, 10, COOKIE3, &stack_a },
+	{ SCRIPTED_SAMPLE, TID3, 8, COOKIE3, &kernel_a, false },
+	{ SCRIPTED_RECORD, TID3, 9, COOKIE4, &stack_b, false },
+	{ SCRIPTED_RECORD, TID3, 10, COOKIE3, &stack_a, false },
 	/* nobody sampled this thread */
-	{ SCRIPTED_RECORD, TID4, 11, COOKIE5, &stack_a },
+	{ SCRIPTED_RECORD, TID4, 11, COOKIE5, &stack_a, false },
 	/* a record whose CPU's clock is behind the sample's */
-	{ SCRIPTED_RECORD, TID1, 12, COOKIE2, &stack_b },
-	{ SCRIPTED_SAMPLE, TID1, 13, COOKIE2, &kernel_c },
+	{ SCRIPTED_RECORD, TID1, 12, COOKIE2, &stack_b, true },
+	{ SCRIPTED_SAMPLE, TID1, 13, COOKIE2, &kernel_c, false },
 	/* the cookie of the first stay again: not its old records' */
-	{ SCRIPTED_SAMPLE, TID1, 14, COOKIE1, &kernel_a },
-	{ SCRIPTED_LOST, 0, 15, 0, NULL },
-	{ SCRIPTED_RECORD, TID1, 16, COOKIE1, &stack_empty },
-	{ SCRIPTED_SAMPLE, TID3, 17, COOKIE3, &kernel_b },
+	{ SCRIPTED_SAMPLE, TID1, 14, COOKIE1, &kernel_a, false },
+	{ SCRIPTED_LOST, 0, 15, 0, NULL, false },
+	{ SCRIPTED_RECORD, TID1, 16, COOKIE1, &stack_empty, false },
+	{ SCRIPTED_SAMPLE, TID3, 17, COOKIE3, &kernel_b, false },
 };
 
 /* How the queue and the index must both see it */
@@ -2594,6 +2596,8 @@ out:
  *   wait N:	N samples of one thread that wait for their record, which
  *		comes last (what a waiting sample costs);
  *   joined N:	the same samples after their record, each joined at once;
+ *   rules:	the stream of test__one_answer(), a record of a CPU whose
+ *		clock is behind written after the sample it precedes;
  *   sched [file]: sched_switch and sched_wakeup samples of three tasks on
  *		two CPUs, for perf sched (deferredstream__sched()); a
  *		perf.data file with "file" (perf sched reads no pipe);
@@ -2725,6 +2729,42 @@ static int deferredstream__views(struct stream *s)
 	stream__sample(s, TID4, 190, COOKIE5, &kernel_b);	/* ambiguous */
 	stream__lost(s, 195, 3);
 	stream__record(s, TID4, 197, COOKIE5, &stack_deep);
+	return s->failed ? -EIO : 0;
+}
+
+/* test__one_answer()'s stream, as a file would have it out of time order */
+static int deferredstream__rules(struct stream *s)
+{
+	const struct scripted *late = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(rules_stream); i++) {
+		const struct scripted *ev = &rules_stream[i];
+
+		if (ev->late && !late) {
+			late = ev;
+			continue;
+		}
+		switch (ev->kind) {
+		case SCRIPTED_SAMPLE:
+			stream__sample(s, ev->tid, ev->time, ev->cookie, ev->ips);
+			break;
+		case SCRIPTED_RECORD:
+			stream__record(s, ev->tid, ev->time, ev->cookie, ev->ips);
+			break;
+		case SCRIPTED_EXIT:
+			stream__exit(s, ev->tid, ev->time);
+			break;
+		case SCRIPTED_LOST:
+			stream__lost(s, ev->time, 1);
+			break;
+		default:
+			return -EINVAL;
+		}
+		if (late) {
+			stream__record(s, late->tid, late->time, late->cookie, late->ips);
+			late = NULL;
+		}
+	}
 	return s->failed ? -EIO : 0;
 }
 
@@ -3259,8 +3299,10 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__views(&s) ? 1 : 0;
 	if (!strcmp(mode, "wait") || !strcmp(mode, "joined"))
 		return deferredstream__wait(&s, nr, !strcmp(mode, "joined")) ? 1 : 0;
+	if (!strcmp(mode, "rules"))
+		return deferredstream__rules(&s) ? 1 : 0;
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|sched [file]|sched-fp [file]");
+		"views|views-notime|views-mainline|wait N|joined N|rules|sched [file]|sched-fp [file]");
 	return 1;
 }
 
