@@ -233,10 +233,17 @@ run_kselftest() {
 # are its cases (or the suite itself, of one case). A single case of a
 # suite (perf test numbers select whole suites) is selected by its
 # description, which perf test matches by substring, and reports itself.
-# Nothing if perf lists no such test.
+# Nothing if perf lists no such test. The plan is listed on the host, which
+# may not run PERF_DIR's perf (a 32-bit one): PERF_LIST_DIR's names the
+# same cases there.
 perf_test_cases() {
+	local dir=${PERF_DIR:-$BUILD/perf}
+
+	if listing && [ -n "${PERF_LIST_DIR:-}" ]; then
+		dir=$PERF_LIST_DIR
+	fi
 	# from the tree, where perf test finds its shell tests (as it runs them)
-	(cd "$TREE" && "${PERF_DIR:-$BUILD/perf}/perf" test list 2>&1) | awk -v want="$1" '
+	(cd "$TREE" && "$dir/perf" test list 2>&1) | awk -v want="$1" '
 	match($0, /^ *[0-9]+(\.[0-9]+)?: /) {
 		number = substr($0, 1, RLENGTH - 2); sub(/^ +/, "", number)
 		desc = substr($0, RLENGTH + 1)
@@ -266,22 +273,24 @@ perf_test_cases() {
 # Run the perf tests described exactly so (suites by number: perf test's
 # own matching is by substring) and record each case as "perf test:CASE".
 # A description perf does not list fails: a test that vanished (renamed,
-# not built) must not pass by being silent. PERF_DIR: another build of perf.
+# not built) must not pass by being silent. PERF_DIR: another build of perf;
+# PERF_TEST_LABEL: what its results are named by instead of "perf test".
 run_perf_test() {
-	local dir=${PERF_DIR:-$BUILD/perf} desc cases numbers=() log line verdict said=""
+	local dir=${PERF_DIR:-$BUILD/perf} label=${PERF_TEST_LABEL:-perf test}
+	local desc cases numbers=() log line verdict said=""
 
 	for desc in "$@"; do
 		cases=$(perf_test_cases "$desc")
 		if listing; then
 			if [ -n "$cases" ]; then
-				cut -f2- <<<"$cases" | sed 's/^/perf test:/'
+				cut -f2- <<<"$cases" | sed "s/^/$label:/"
 			else
-				echo "perf test:$desc"
+				echo "$label:$desc"
 			fi
 			continue
 		fi
 		if [ -z "$cases" ]; then
-			result FAIL "perf test:$desc" "perf test list has no suite of that name"
+			result FAIL "$label:$desc" "perf test list has no suite of that name"
 			continue
 		fi
 		numbers+=("$(head -n1 <<<"$cases" | cut -f1)")
@@ -303,15 +312,15 @@ run_perf_test() {
 		desc=${BASH_REMATCH[2]}
 		verdict=${BASH_REMATCH[3]}
 		case $verdict in
-		Ok) result PASS "perf test:$desc" ;;
+		Ok) result PASS "$label:$desc" ;;
 		FAILED!)
-			result FAIL "perf test:$desc"
+			result FAIL "$label:$desc"
 			result_why <<<"$said"
 			;;
 		*)
 			verdict=${verdict#Skip}
 			verdict=${verdict# (}
-			result SKIP "perf test:$desc" "${verdict%)}"
+			result SKIP "$label:$desc" "${verdict%)}"
 			;;
 		esac
 		said=""
