@@ -2596,8 +2596,10 @@ out:
  *   wait N:	N samples of one thread that wait for their record, which
  *		comes last (what a waiting sample costs);
  *   joined N:	the same samples after their record, each joined at once;
- *   rules:	the stream of test__one_answer(), a record of a CPU whose
- *		clock is behind written after the sample it precedes;
+ *   rules [file|swapped-file]: the stream of test__one_answer(), a
+ *		record of a CPU whose clock is behind written after the sample
+ *		it precedes; as a perf.data file with "file", one of the other
+ *		byte order with "swapped-file";
  *   sched [file]: sched_switch and sched_wakeup samples of three tasks on
  *		two CPUs, for perf sched (deferredstream__sched()); a
  *		perf.data file with "file" (perf sched reads no pipe);
@@ -2766,6 +2768,79 @@ static int deferredstream__rules(struct stream *s)
 		}
 	}
 	return s->failed ? -EIO : 0;
+}
+
+/* An attr of a perf.data file, as util/header.c writes them */
+struct file_attr {
+	struct perf_event_attr		attr;
+	struct perf_file_section	ids;
+};
+
+/*
+ * A perf.data file of one event, stream__attr()'s with @id, whose data are
+ * the events written to @data_fd; no features. In the other byte order
+ * when s->swap, as a machine of that order writes it.
+ */
+static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
+{
+	struct perf_file_header header = {
+		.magic		= PERF_MAGIC2,
+		.size		= sizeof(header),
+		.attr_size	= sizeof(struct file_attr),
+	};
+	off_t data_size = lseek(data_fd, 0, SEEK_END);
+	struct file_attr attr;
+	char buf[4096];
+	ssize_t n;
+
+	if (data_size < 0 || lseek(data_fd, 0, SEEK_SET))
+		return -errno;
+	memset(&attr, 0, sizeof(attr));
+	event_attr__init(&attr.attr, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 4000,
+			 s->sample_type, 0);
+	attr.ids.offset = sizeof(header);
+	attr.ids.size = sizeof(id);
+	header.attrs.offset = sizeof(header) + sizeof(id);
+	header.attrs.size = sizeof(attr);
+	header.data.offset = header.attrs.offset + sizeof(attr);
+	header.data.size = data_size;
+	if (s->swap) {
+		/* the u64s before the features' bitmap, none set */
+		u64s__to_foreign(&header.magic,
+				 offsetof(struct perf_file_header, adds_features) / sizeof(u64));
+		attr__to_foreign(&attr.attr);
+		u64s__to_foreign(&attr.ids.offset, 2);
+		u64s__to_foreign(&id, 1);
+	}
+	if (writen(fd, &header, sizeof(header)) != sizeof(header) ||
+	    writen(fd, &id, sizeof(id)) != sizeof(id) ||
+	    writen(fd, &attr, sizeof(attr)) != sizeof(attr))
+		return -EIO;
+	while ((n = read(data_fd, buf, sizeof(buf))) > 0) {
+		if (writen(fd, buf, n) != n)
+			return -EIO;
+	}
+	return n < 0 ? -errno : 0;
+}
+
+/* The rules' stream as a perf.data file, in the other byte order if @swap */
+static int deferredstream__rules_file(struct stream *s, bool swap, u64 id)
+{
+	char data_path[] = "/tmp/perf-test-deferred-XXXXXX";
+	int out_fd = s->fd, err;
+
+	/* the events first, aside: the header says where they end */
+	s->fd = mkstemp(data_path);
+	if (s->fd < 0)
+		return -errno;
+	unlink(data_path);
+	s->swap = swap;
+	s->id = id;
+	err = deferredstream__rules(s);
+	if (!err)
+		err = stream__write_file(s, out_fd, s->fd, id);
+	close(s->fd);
+	return err;
 }
 
 static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
@@ -2948,12 +3023,6 @@ static void stream__tracing_data(struct stream *s, const struct tracing_data_buf
 	stream__write(s, t->data, t->len);
 	stream__write(s, &padding, ev.size - t->len);
 }
-
-/* An attr of a perf.data file, as util/header.c writes them */
-struct file_attr {
-	struct perf_event_attr		attr;
-	struct perf_file_section	ids;
-};
 
 /*
  * A perf.data file on @fd, as perf record writes one (util/header.c): the
@@ -3283,6 +3352,13 @@ static int deferredstream(int argc, const char **argv)
 
 		return deferredstream__sched(&s, /*defer=*/!strcmp(mode, "sched"), file) ? 1 : 0;
 	}
+	if (!strcmp(mode, "rules") && argc > 1) {
+		bool swap = !strcmp(argv[1], "swapped-file");
+
+		if (!swap && strcmp(argv[1], "file"))
+			goto usage;
+		return deferredstream__rules_file(&s, swap, id) ? 1 : 0;
+	}
 	stream__write(&s, &header, sizeof(header));
 
 	/* as perf record --per-thread writes them: no time */
@@ -3301,8 +3377,9 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__wait(&s, nr, !strcmp(mode, "joined")) ? 1 : 0;
 	if (!strcmp(mode, "rules"))
 		return deferredstream__rules(&s) ? 1 : 0;
+usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules|sched [file]|sched-fp [file]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]");
 	return 1;
 }
 

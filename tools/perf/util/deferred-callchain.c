@@ -615,6 +615,8 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 		hashmap__for_each_entry(dc->index, entry, bkt) {
 			struct deferred_indexed_thread *thread = entry->pvalue;
 
+			for (size_t i = 0; dc->index_copies && i < thread->nr; i++)
+				free((void *)thread->events[i].record);
 			free(thread->events);
 			free(thread);
 		}
@@ -625,6 +627,7 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 	dc->nr_lost_times = 0;
 	dc->lost_times_size = 0;
 	dc->index_in_file_order = false;
+	dc->index_copies = false;
 }
 
 static int deferred_callchains__sample(struct deferred_callchains *dc,

@@ -137,6 +137,8 @@ struct deferred_callchains {
 	 * offsets instead, and a sample's offset stands for its time.
 	 */
 	bool				index_in_file_order;
+	/* the index's records are copies (a byte-swapped file's), its to free */
+	bool				index_copies;
 	/* the index's key hashes and comparisons, for the tests to bound */
 	u64				index_hashes;
 	u64				index_compares;

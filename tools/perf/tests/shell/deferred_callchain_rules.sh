@@ -8,8 +8,11 @@
 # it), an exit between a sample and its record, a newer record first,
 # records of threads nobody sampled, a cookie that comes round again, and
 # a loss. Read as a pipe, it goes through the join's queue; written to a
-# file, through the file's index. Every sample's stack and mark and the
-# summary must be the same both ways, and what the rules say they are.
+# file (by perf inject, and by the workload in the other byte order),
+# through the file's index. Every sample's stack and mark and the summary
+# must be the same every way, and what the rules say they are. And a file
+# never waits: with the queue's memory cap at one byte, a pipe's waiting
+# samples go out unresolved, a file's, byte-swapped or not, are joined.
 
 set -e
 
@@ -19,52 +22,69 @@ deferred_test=deferred_rules
 
 perf test -w deferredstream rules >"${tmpdir}/rules.pipe"
 perf inject -i - -o "${tmpdir}/rules.data" <"${tmpdir}/rules.pipe"
+perf test -w deferredstream rules swapped-file >"${tmpdir}/swapped.data"
+files="rules.data swapped.data"
 
 # The join's summary lines of file $1
 summary_lines() {
 	grep -E '^ +[a-z ]+: +[0-9]+$' "$1" || true
 }
 
-# perf "$@" on the pipe and on the file: the outputs (all of them, or the
-# join's summary in them: $2) and the summaries on stderr compared.
-both_ways() {
-	local name=$1 what=$2
+# perf "$@" on input $2 (a .pipe read from stdin, or a file) into
+# ${tmpdir}/$1.out and .err; a failure fails.
+read_as() {
+	local name=$1 input=$2 status=0
 
 	shift 2
-	if ! perf "$@" -i - <"${tmpdir}/rules.pipe" >"${tmpdir}/pipe.out" \
-		2>"${tmpdir}/pipe.err"; then
-		fail "${name}: reading the pipe failed"
-		tail -n 5 "${tmpdir}/pipe.err"
-		return 0
+	if [ "${input%.pipe}" != "${input}" ]; then
+		perf "$@" -i - <"${tmpdir}/${input}" >"${tmpdir}/${name}.out" \
+			2>"${tmpdir}/${name}.err" || status=$?
+	else
+		perf "$@" -i "${tmpdir}/${input}" >"${tmpdir}/${name}.out" \
+			2>"${tmpdir}/${name}.err" || status=$?
 	fi
-	if ! perf "$@" -i "${tmpdir}/rules.data" >"${tmpdir}/file.out" \
-		2>"${tmpdir}/file.err"; then
-		fail "${name}: reading the file failed"
-		tail -n 5 "${tmpdir}/file.err"
-		return 0
-	fi
+	[ "${status}" -eq 0 ] && return 0
+	fail "perf $* -i ${input} exited ${status}"
+	tail -n 5 "${tmpdir}/${name}.err"
+	return 1
+}
+
+# perf "$@" on the pipe and on each file: the outputs (all of them, or the
+# join's summary in them: $2) and the summaries on stderr compared.
+both_ways() {
+	local name=$1 what=$2 file
+
+	shift 2
+	read_as pipe rules.pipe "$@" || return 0
 	if [ "${what}" = summary ]; then
-		summary_lines "${tmpdir}/pipe.out" >"${tmpdir}/pipe.sum"
-		summary_lines "${tmpdir}/file.out" >"${tmpdir}/file.sum"
-		[ -s "${tmpdir}/file.sum" ] || fail "${name}: no summary"
-		mv "${tmpdir}/pipe.sum" "${tmpdir}/pipe.out"
-		mv "${tmpdir}/file.sum" "${tmpdir}/file.out"
+		summary_lines "${tmpdir}/pipe.out" >"${tmpdir}/pipe.want"
+	else
+		cp "${tmpdir}/pipe.out" "${tmpdir}/pipe.want"
 	fi
-	if ! cmp -s "${tmpdir}/pipe.out" "${tmpdir}/file.out"; then
-		fail "${name}: the file and the pipe differ"
-		diff "${tmpdir}/pipe.out" "${tmpdir}/file.out" | head -n 20
-	fi
-	if ! cmp -s <(summary_lines "${tmpdir}/pipe.err") \
-		<(summary_lines "${tmpdir}/file.err"); then
-		fail "${name}: the summaries differ"
-		diff "${tmpdir}/pipe.err" "${tmpdir}/file.err" | head -n 20
-	fi
+	for file in ${files}; do
+		read_as file "${file}" "$@" || continue
+		if [ "${what}" = summary ]; then
+			summary_lines "${tmpdir}/file.out" >"${tmpdir}/file.got"
+			[ -s "${tmpdir}/file.got" ] || fail "${name}: no summary of ${file}"
+		else
+			cp "${tmpdir}/file.out" "${tmpdir}/file.got"
+		fi
+		if ! cmp -s "${tmpdir}/pipe.want" "${tmpdir}/file.got"; then
+			fail "${name}: ${file} and the pipe differ"
+			diff "${tmpdir}/pipe.want" "${tmpdir}/file.got" | head -n 20
+		fi
+		if ! cmp -s <(summary_lines "${tmpdir}/pipe.err") \
+			<(summary_lines "${tmpdir}/file.err"); then
+			fail "${name}: the summaries of ${file} and the pipe differ"
+			diff "${tmpdir}/pipe.err" "${tmpdir}/file.err" | head -n 20
+		fi
+	done
 	return 0
 }
 
 echo "perf script"
 both_ways "perf script" all script
-# what the rules say, from the summary both ways agreed on
+# what the rules say, from the summary every way agreed on
 for count in "deferred samples:7" "joined:5" "backward joins:3" \
 	"ambiguous joins:2" "unresolved samples:2" "records:8" \
 	"orphan records:3" "lost records:1"; do
@@ -81,10 +101,29 @@ done
 echo "perf script -F, unjoined"
 both_ways "perf script -F" all script -F tid,time,ip,sym
 both_ways "perf script --no-merge-callchains" all script --no-merge-callchains
-# A pipe's report is laid out before its attrs come: flat both ways.
+# A pipe's report is laid out before its attrs come: flat every way.
 echo "perf report"
 both_ways "perf report" all report --stdio --no-children -g none
 both_ways "perf report --stats" summary report --stats
+
+# A file is joined without waiting: nothing is held, whatever the cap.
+echo "perf script --defer-queue-size 1"
+for input in rules.pipe ${files}; do
+	read_as capped "${input}" script --defer-queue-size 1 || continue
+	capped=$(summary "${tmpdir}/capped.err" "over memory cap")
+	joined=$(summary "${tmpdir}/capped.err" joined)
+	case ${input} in
+	*.pipe)
+		# the queue: samples that wait go out at the cap
+		[ "${capped:-0}" -gt 0 ] ||
+			fail "the pipe: no sample over a one-byte cap (${capped:-missing})"
+		;;
+	*)
+		[ "${capped}/${joined}" = 0/5 ] ||
+			fail "${input}: ${capped:-no} samples over the cap and ${joined:-no} joined, expected 0 and 5"
+		;;
+	esac
+done
 
 cleanup
 exit ${err}
