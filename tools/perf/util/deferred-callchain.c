@@ -949,14 +949,45 @@ struct deferred_mark {
 	struct map	*map;
 };
 
+/* In the order of their mappings, DEFERRED_CALLCHAIN__MARK_SIZE apart */
 static struct deferred_mark deferred_marks[] = {
 	{ .name = "[user stack unresolved]", },
 	{ .name = "[user stack ambiguous]", },
 };
 
+static struct deferred_mark *deferred_mark__of_name(const char *name)
+{
+	for (size_t i = 0; name && i < ARRAY_SIZE(deferred_marks); i++) {
+		if (!strcmp(deferred_marks[i].name, name))
+			return &deferred_marks[i];
+	}
+	return NULL;
+}
+
+static u64 deferred_mark__start(const struct deferred_mark *mark)
+{
+	return DEFERRED_CALLCHAIN__MARK_START +
+	       (mark - deferred_marks) * DEFERRED_CALLCHAIN__MARK_SIZE;
+}
+
+void deferred_callchain__mark_dso(struct dso *dso)
+{
+	struct deferred_mark *mark = deferred_mark__of_name(dso__long_name(dso));
+	struct symbol *sym;
+
+	if (!mark || dso__loaded(dso))
+		return;
+	/* nothing to read: one symbol over the whole mapping */
+	dso__set_binary_type(dso, DSO_BINARY_TYPE__NOT_FOUND);
+	dso__set_has_srcline(dso, false);
+	sym = symbol__new(0, DEFERRED_CALLCHAIN__MARK_SIZE, STB_GLOBAL, STT_FUNC, mark->name);
+	if (sym)
+		dso__insert_symbol(dso, sym);
+	dso__set_loaded(dso);
+}
+
 static struct map *deferred_mark__map(struct deferred_mark *mark)
 {
-	struct symbol *sym;
 	struct dso *dso;
 
 	if (mark->map)
@@ -965,17 +996,11 @@ static struct map *deferred_mark__map(struct deferred_mark *mark)
 	dso = dso__new(mark->name);
 	if (!dso)
 		return NULL;
-	dso__set_binary_type(dso, DSO_BINARY_TYPE__NOT_FOUND);
-	dso__set_has_srcline(dso, false);
-	sym = symbol__new(0, 1, STB_GLOBAL, STT_FUNC, mark->name);
-	if (!sym)
-		goto out_put;
-	dso__insert_symbol(dso, sym);
-	dso__set_loaded(dso);
-	mark->map = map__new2(0, dso);
+	deferred_callchain__mark_dso(dso);
+	mark->map = map__new2(deferred_mark__start(mark), dso);
 	if (mark->map)
-		map__set_end(mark->map, 1);
-out_put:
+		map__set_end(mark->map, deferred_mark__start(mark) +
+			     DEFERRED_CALLCHAIN__MARK_SIZE);
 	/* the map holds the dso, and the mark holds the map until the end */
 	dso__put(dso);
 	return mark->map;
@@ -992,11 +1017,15 @@ static struct deferred_mark *deferred_mark__find(const struct perf_sample *sampl
 
 const char *deferred_callchain__mark_of(const struct map *map)
 {
-	for (size_t i = 0; map && i < ARRAY_SIZE(deferred_marks); i++) {
-		if (deferred_marks[i].map == map)
-			return deferred_marks[i].name;
-	}
-	return NULL;
+	struct deferred_mark *mark;
+
+	if (!map)
+		return NULL;
+	/* this session's own, or the mapping of a merged file's mark */
+	mark = deferred_mark__of_name(dso__long_name(map__dso(map)));
+	if (!mark || map__start(map) != deferred_mark__start(mark))
+		return NULL;
+	return mark->name;
 }
 
 const char *deferred_callchain__mark(const struct perf_sample *sample)
@@ -1004,6 +1033,13 @@ const char *deferred_callchain__mark(const struct perf_sample *sample)
 	struct deferred_mark *mark = deferred_mark__find(sample);
 
 	return mark ? mark->name : NULL;
+}
+
+u64 deferred_callchain__mark_ip(const struct perf_sample *sample)
+{
+	struct deferred_mark *mark = deferred_mark__find(sample);
+
+	return mark ? deferred_mark__start(mark) : 0;
 }
 
 int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
@@ -1020,7 +1056,8 @@ int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
 	if (!ms.map)
 		return -ENOMEM;
 	ms.sym = dso__first_symbol(map__dso(ms.map));
-	return callchain_cursor_append(cursor, 0, &ms, false, NULL, 0, 0, 0, NULL);
+	return callchain_cursor_append(cursor, map__start(ms.map), &ms, false, NULL, 0, 0, 0,
+				       NULL);
 }
 
 size_t deferred_callchain_stats__fprintf(const struct deferred_callchain_stats *stats,

@@ -206,10 +206,26 @@ struct ip_callchain *deferred_callchains__join(struct deferred_callchains *dc,
 					       const struct ip_callchain *kernel,
 					       const union perf_event *record);
 
+/*
+ * A mark is a frame of its own, the outermost of the user part: one address
+ * in a mapping and a symbol named after the mark, in the top half of the
+ * address space, where no user space is. The same in every tool, and in a
+ * file perf inject --merge-callchains wrote: that writes the mapping as an
+ * MMAP2 of the mark's name, which this perf gives the mark's symbol (and
+ * older perfs show as the dso of an unknown symbol).
+ */
+#define DEFERRED_CALLCHAIN__MARK_START	0x8000000000000000ULL
+#define DEFERRED_CALLCHAIN__MARK_SIZE	0x1000ULL
+
 /* "[user stack unresolved]", "[user stack ambiguous]" or NULL */
 const char *deferred_callchain__mark(const struct perf_sample *sample);
+/* The address of the sample's mark (its mapping's start), 0 if it has none */
+u64 deferred_callchain__mark_ip(const struct perf_sample *sample);
+struct dso;
+/* A dso named after a mark gets the mark's symbol, and is never read */
+void deferred_callchain__mark_dso(struct dso *dso);
 struct map;
-/* The same, for a callchain frame: the mark whose pseudo map @map is, or NULL */
+/* The same, for a callchain frame: the mark whose mapping @map is, or NULL */
 const char *deferred_callchain__mark_of(const struct map *map);
 int callchain_cursor__append_deferred_mark(struct callchain_cursor *cursor,
 					   struct thread *thread,

@@ -271,7 +271,7 @@ test_queue_size() {
 
 # perf inject keeps the records; --merge-callchains writes fp samples.
 test_inject() {
-	local out="${tmpdir}/inject"
+	local out="${tmpdir}/inject" args
 
 	if view "perf inject" "${out}" "${tmpdir}/views.data" inject -o "${tmpdir}/kept.data" &&
 		view "perf report -D (kept)" "${out}" "${tmpdir}/kept.data" report -D &&
@@ -290,6 +290,21 @@ test_inject() {
 		fi
 		view "perf report (merged)" "${out}" "${tmpdir}/merged.data" report --stdio || true
 	fi
+	# the marks are the same frames in the merged file: every view the same
+	for args in "script" "script -F ip,sym,dso" "report --stdio --no-children" \
+		"report --stdio --sort dso,sym -g caller"; do
+		# shellcheck disable=SC2086 # the arguments split on purpose
+		view "perf ${args}" "${out}.joined" "${tmpdir}/views.data" ${args} || continue
+		# shellcheck disable=SC2086
+		view "perf ${args} (merged)" "${out}.merged" "${tmpdir}/merged.data" ${args} ||
+			continue
+		# but for perf report's summary of the join, which has none left
+		if ! cmp -s <(grep -vE '^# Deferred callchains:|^#$' "${out}.joined") \
+			<(grep -vE '^# Deferred callchains:|^#$' "${out}.merged"); then
+			fail "perf ${args}: the merged file shows otherwise"
+			diff "${out}.joined" "${out}.merged" | head -n 10
+		fi
+	done
 	return 0
 }
 
