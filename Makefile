@@ -19,7 +19,9 @@ demo:
 compare-base:
 	harness/compare-base
 
-# What reading a deferred recording costs next to plain fp (ratios).
+# What reading a deferred recording costs next to plain fp (ratios): CPU
+# time and instructions on VM recordings, then peak RSS and instructions on
+# 5 M synthesized samples (BENCH_LARGE; about an hour, valgrind).
 bench-processing:
 	harness/bench-processing
 
@@ -78,5 +80,6 @@ selftests: kernel
 clean:
 	rm -rf build/kernel-test build/kernel-bench build/kernel-base build/perf build/perf-base \
 		build/selftests build/vm build/demo build/compare build/bench-processing \
+		build/bench-processing-large \
 		build/bench-record build/perf-asan build/fuzz build/kernel-base-test \
 		build/boot-count

@@ -66,7 +66,7 @@ struct test_sample_id {
 #define CTX_K	PERF_CONTEXT_KERNEL
 #define CTX_U	PERF_CONTEXT_USER
 
-#define MAX_IPS		16
+#define MAX_IPS		32
 #define MAX_DELIVERED	32
 #define MAX_RAW		32
 
@@ -1042,7 +1042,8 @@ static int test__index_keys(struct test_suite *test __maybe_unused,
 	if (deferred_callchains__index_done(&dc))
 		goto out_exit;
 
-	for (size_t i = ARRAY_SIZE(cookies); i-- > 0; ) {
+	/* in time order, as the reader delivers them */
+	for (size_t i = 0; i < ARRAY_SIZE(cookies); i++) {
 		if (index_keys__sample(&dc, &ik, TID1, 5 + 10 * i, cookies[i]))
 			goto out_exit;
 	}
@@ -1241,6 +1242,8 @@ struct stream {
 	/* for sample_ids with PERF_SAMPLE_CPU or PERF_SAMPLE_IDENTIFIER */
 	u32	cpu;
 	u64	id;
+	/* the perf.data file the events go to, from stream__file_begin() */
+	int	file_fd;
 };
 
 static u8 bitrev8(u8 byte)
@@ -1355,6 +1358,36 @@ static void event__to_foreign(union perf_event *event, u64 sample_type)
 	event->header.size = bswap_16(event->header.size);
 }
 
+/*
+ * A scratch file, gone once closed: a stream's events, or a perf.data
+ * file's data before the header that says where they end.
+ */
+static int scratch_file(void)
+{
+	char path[] = "/tmp/perf-test-deferred-XXXXXX";
+	int fd = mkstemp(path);
+
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	return fd;
+}
+
+/* Copies all of @data_fd to @fd. */
+static int copy_data(int fd, int data_fd)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (lseek(data_fd, 0, SEEK_SET))
+		return -errno;
+	while ((n = read(data_fd, buf, sizeof(buf))) > 0) {
+		if (writen(fd, buf, n) != n)
+			return -EIO;
+	}
+	return n < 0 ? -errno : 0;
+}
+
 static void stream__write(struct stream *s, const void *buf, size_t size)
 {
 	if (!s->failed && writen(s->fd, buf, size) != (ssize_t)size)
@@ -1423,16 +1456,14 @@ static void stream__attr(struct stream *s, u64 read_format, u64 id)
 static int stream__open_as(struct stream *s, bool swap, bool mainline, u64 sample_type,
 			   u64 read_format, const u64 *ids, int nr_ids)
 {
-	char path[] = "/tmp/perf-test-deferred-XXXXXX";
 	struct perf_pipe_file_header header = {
 		.magic	= PERF_MAGIC2,
 		.size	= sizeof(header),
 	};
 
-	s->fd = mkstemp(path);
+	s->fd = scratch_file();
 	if (s->fd < 0)
-		return -errno;
-	unlink(path);
+		return s->fd;
 	s->swap = swap;
 	s->mainline = mainline;
 	s->failed = false;
@@ -2604,7 +2635,11 @@ out:
  *		two CPUs, for perf sched (deferredstream__sched()); a
  *		perf.data file with "file" (perf sched reads no pipe);
  *   sched-fp [file]: the same events with the stacks of plain fp
- *		callchains.
+ *		callchains;
+ *   bench N fp|defer: a perf.data file of N samples, their stacks whole
+ *		(fp) or deferred (deferredstream__bench());
+ *   offcpu N [file|swapped-file]: one thread's sample waiting for its
+ *		record behind N stays of another (deferredstream__offcpu()).
  */
 noinline void deferredstream_leaf(void);
 noinline void deferredstream_mid(void);
@@ -2790,10 +2825,8 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	};
 	off_t data_size = lseek(data_fd, 0, SEEK_END);
 	struct file_attr attr;
-	char buf[4096];
-	ssize_t n;
 
-	if (data_size < 0 || lseek(data_fd, 0, SEEK_SET))
+	if (data_size < 0)
 		return -errno;
 	memset(&attr, 0, sizeof(attr));
 	event_attr__init(&attr.attr, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 4000,
@@ -2816,40 +2849,167 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	    writen(fd, &id, sizeof(id)) != sizeof(id) ||
 	    writen(fd, &attr, sizeof(attr)) != sizeof(attr))
 		return -EIO;
-	while ((n = read(data_fd, buf, sizeof(buf))) > 0) {
-		if (writen(fd, buf, n) != n)
-			return -EIO;
-	}
-	return n < 0 ? -errno : 0;
+	return copy_data(fd, data_fd);
+}
+
+/*
+ * The events written between the two go to a perf.data file of one event
+ * with @id (stream__write_file()), in the other byte order if @swap: they
+ * are set aside first, for the header says where they end.
+ */
+static int stream__file_begin(struct stream *s, bool swap, u64 id)
+{
+	s->file_fd = s->fd;
+	s->fd = scratch_file();
+	if (s->fd < 0)
+		return s->fd;
+	s->swap = swap;
+	s->id = id;
+	return 0;
+}
+
+static int stream__file_end(struct stream *s, int err)
+{
+	if (!err)
+		err = s->failed ? -EIO : stream__write_file(s, s->file_fd, s->fd, s->id);
+	close(s->fd);
+	return err;
 }
 
 /* The rules' stream as a perf.data file, in the other byte order if @swap */
 static int deferredstream__rules_file(struct stream *s, bool swap, u64 id)
 {
-	char data_path[] = "/tmp/perf-test-deferred-XXXXXX";
-	int out_fd = s->fd, err;
+	int err = stream__file_begin(s, swap, id);
 
-	/* the events first, aside: the header says where they end */
-	s->fd = mkstemp(data_path);
-	if (s->fd < 0)
-		return -errno;
-	unlink(data_path);
-	s->swap = swap;
-	s->id = id;
-	err = deferredstream__rules(s);
-	if (!err)
-		err = stream__write_file(s, out_fd, s->fd, id);
-	close(s->fd);
-	return err;
+	return err ?: stream__file_end(s, deferredstream__rules(s));
 }
 
-static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
+static void stream__round(struct stream *s)
 {
 	struct perf_event_header round = {
 		.type = PERF_RECORD_FINISHED_ROUND,
 		.size = sizeof(round),
 	};
 
+	if (s->swap) {
+		round.type = bswap_32(round.type);
+		round.size = bswap_16(round.size);
+	}
+	stream__write(s, &round, sizeof(round));
+}
+
+/* Where the stacks of the streams below are: functions of perf itself */
+static int stream__exe_threads(struct stream *s, u32 first_tid, u32 nr, const char *comm)
+{
+	u64 start = 0, len = 0, pgoff = 0;
+	char path[PATH_MAX];
+
+	if (exe__text_map(path, sizeof(path), &start, &len, &pgoff))
+		return -ENOENT;
+	stream__mmap2(s, 10, path, start, len, pgoff);
+	for (u32 tid = first_tid; tid < first_tid + nr; tid++)
+		stream__comm(s, tid, 20, comm);
+	return 0;
+}
+
+#define BENCH_TID0	2001
+#define BENCH_THREADS	8
+#define BENCH_ROUND	64	/* samples */
+#define BENCH_STACKS	3	/* of 8, 12 and 16 frames */
+#define BENCH_DEPTH	16
+
+/*
+ * A recording of any size, for make bench-processing and the index's
+ * memory: @nr samples of eight threads taking turns (eight CPUs), in
+ * stays of one to four samples, each with six kernel frames and 8, 12 or
+ * 16 user frames in functions all over perf's own text, as real programs'
+ * stacks are; with @defer, each stay's record comes after its last
+ * sample, else every sample has its whole stack, as fp writes it. A round
+ * ends every 64 samples, as perf record writes them.
+ */
+static int deferredstream__bench(struct stream *s, unsigned long nr, bool defer)
+{
+	const struct ips kernel = IPS(CTX_K, KIP1, KIP2, KIP3, KIP1 + 0x100, KIP2 + 0x100,
+				      KIP3 + 0x100);
+	u64 frames[BENCH_STACKS][BENCH_DEPTH], start = 0, len = 0, pgoff = 0;
+	struct ips stacks[BENCH_STACKS];
+	struct {
+		u64			cookie;
+		unsigned int		left;
+		const struct ips	*stack;
+	} threads[BENCH_THREADS] = {};
+	char path[PATH_MAX];
+	u64 ips[MAX_IPS];
+	int err;
+
+	if (exe__text_map(path, sizeof(path), &start, &len, &pgoff))
+		return -ENOENT;
+	for (int i = 0; i < BENCH_STACKS; i++) {
+		stacks[i] = (struct ips){ .nr = 8 + 4 * i, .ips = frames[i], };
+		for (u64 j = 0; j < stacks[i].nr; j++)
+			frames[i][j] = start + (j * 7919 + i * 104729) * 64 % len;
+	}
+	if (!defer)
+		s->sample_type &= ~PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	err = stream__exe_threads(s, BENCH_TID0, BENCH_THREADS, "deferred-bench");
+	for (unsigned long i = 0; !err && i < nr && !s->failed; i++) {
+		unsigned long turn = i / BENCH_THREADS;
+		u32 tid = BENCH_TID0 + i % BENCH_THREADS;
+		u64 time = 100 + 10 * i;
+		struct ips chain = { .ips = ips, };
+		typeof(threads[0]) *t = &threads[i % BENCH_THREADS];
+
+		if (!t->left) {
+			t->cookie = (u64)(i % BENCH_THREADS + 1) << 32 | (turn + 1);
+			t->left = 1 + turn % 4;
+			t->stack = &stacks[turn % BENCH_STACKS];
+		}
+		if (defer) {
+			stream__sample(s, tid, time, t->cookie, &kernel);
+		} else {
+			memcpy(ips, kernel.ips, kernel.nr * sizeof(u64));
+			ips[kernel.nr] = CTX_U;
+			memcpy(&ips[kernel.nr + 1], t->stack->ips, t->stack->nr * sizeof(u64));
+			chain.nr = kernel.nr + 1 + t->stack->nr;
+			stream__sample(s, tid, time, 0, &chain);
+		}
+		if (!--t->left && defer)
+			stream__record(s, tid, time + 5, t->cookie, t->stack);
+		if (i % BENCH_ROUND == BENCH_ROUND - 1)
+			stream__round(s);
+	}
+	return err ?: s->failed ? -EIO : 0;
+}
+
+/*
+ * Off-CPU: TID1 is sampled as it goes to sleep, and returns to user space
+ * (its record) only after @nr stays of TID2 of ten samples each, rounds
+ * between them. A pipe's queue holds all TID2's events behind TID1's
+ * sample; a file's index holds only TID2's records in between.
+ */
+static int deferredstream__offcpu(struct stream *s, unsigned long nr)
+{
+	const u64 mid = (u64)(unsigned long)deferredstream_mid + 1;
+	const u64 top = (u64)(unsigned long)deferredstream_top + 1;
+	const struct ips stack = { 2, (const u64[]){ mid, top } };
+	u64 time = 100;
+	int err = stream__exe_threads(s, TID1, 2, "deferred-offcpu");
+
+	stream__sample(s, TID1, time++, COOKIE1, &kernel_a);
+	for (unsigned long i = 0; !err && i < nr && !s->failed; i++) {
+		u64 cookie = (u64)2 << 32 | (i + 1);
+
+		for (int j = 0; j < 10; j++)
+			stream__sample(s, TID2, time++, cookie, &kernel_b);
+		stream__record(s, TID2, time++, cookie, &stack);
+		stream__round(s);
+	}
+	stream__record(s, TID1, time, COOKIE1, &stack);
+	return err ?: s->failed ? -EIO : 0;
+}
+
+static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
+{
 	stream__comm(s, TID1, 20, "deferred-wait");
 	if (joined)
 		stream__record(s, TID1, 99, COOKIE1, &stack_a);
@@ -2857,7 +3017,7 @@ static int deferredstream__wait(struct stream *s, unsigned long nr, bool joined)
 		stream__sample(s, TID1, 100 + i, COOKIE1, &kernel_a);
 		/* rounds, as perf record writes them: the reader frees as it goes */
 		if (i % 1000 == 999)
-			stream__write(s, &round, sizeof(round));
+			stream__round(s);
 	}
 	if (!joined)
 		stream__record(s, TID1, 100 + nr, COOKIE1, &stack_a);
@@ -3045,10 +3205,8 @@ static int sched__write_file(int fd, u64 sample_type, int data_fd,
 	struct perf_file_section features[2];
 	off_t data_size = lseek(data_fd, 0, SEEK_END);
 	u64 offset = sizeof(header);
-	char buf[4096];
-	ssize_t n;
 
-	if (data_size < 0 || lseek(data_fd, 0, SEEK_SET))
+	if (data_size < 0)
 		return -errno;
 	memset(attrs, 0, sizeof(attrs));
 	for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
@@ -3076,11 +3234,8 @@ static int sched__write_file(int fd, u64 sample_type, int data_fd,
 	    writen(fd, ids, sizeof(ids)) != sizeof(ids) ||
 	    writen(fd, attrs, sizeof(attrs)) != sizeof(attrs))
 		return -EIO;
-	while ((n = read(data_fd, buf, sizeof(buf))) > 0) {
-		if (writen(fd, buf, n) != n)
-			return -EIO;
-	}
-	if (n < 0 || writen(fd, features, sizeof(features)) != sizeof(features) ||
+	if (copy_data(fd, data_fd) ||
+	    writen(fd, features, sizeof(features)) != sizeof(features) ||
 	    writen(fd, t->data, t->len) != (ssize_t)t->len ||
 	    writen(fd, nr_cpus, sizeof(nr_cpus)) != sizeof(nr_cpus))
 		return -EIO;
@@ -3266,7 +3421,6 @@ static int deferredstream__sched(struct stream *s, bool defer, bool file)
 		.magic	= PERF_MAGIC2,
 		.size	= sizeof(header),
 	};
-	char data_path[] = "/tmp/perf-test-deferred-XXXXXX";
 	int out_fd = s->fd, err = -EIO;
 	struct tracing_data_buf *t;
 	char path[PATH_MAX];
@@ -3281,12 +3435,11 @@ static int deferredstream__sched(struct stream *s, bool defer, bool file)
 				 SCHED_SAMPLE_TYPE & ~PERF_SAMPLE_CALLCHAIN_DEFERRED;
 	if (file) {
 		/* the events first, aside: the header says where they end */
-		s->fd = mkstemp(data_path);
+		s->fd = scratch_file();
 		if (s->fd < 0) {
-			err = -errno;
+			err = s->fd;
 			goto out_free;
 		}
-		unlink(data_path);
 	} else {
 		stream__write(s, &header, sizeof(header));
 		stream__attr_event(s, PERF_TYPE_TRACEPOINT, SCHED_SWITCH_ID, 1, 0,
@@ -3352,6 +3505,24 @@ static int deferredstream(int argc, const char **argv)
 
 		return deferredstream__sched(&s, /*defer=*/!strcmp(mode, "sched"), file) ? 1 : 0;
 	}
+	if (!strcmp(mode, "bench") && argc > 2) {
+		bool defer = !strcmp(argv[2], "defer");
+
+		if (!defer && strcmp(argv[2], "fp"))
+			goto usage;
+		if (stream__file_begin(&s, /*swap=*/false, id))
+			return 1;
+		return stream__file_end(&s, deferredstream__bench(&s, nr, defer)) ? 1 : 0;
+	}
+	if (!strcmp(mode, "offcpu") && argc > 2) {
+		bool swap = !strcmp(argv[2], "swapped-file");
+
+		if (!swap && strcmp(argv[2], "file"))
+			goto usage;
+		if (stream__file_begin(&s, swap, id))
+			return 1;
+		return stream__file_end(&s, deferredstream__offcpu(&s, nr)) ? 1 : 0;
+	}
 	if (!strcmp(mode, "rules") && argc > 1) {
 		bool swap = !strcmp(argv[1], "swapped-file");
 
@@ -3377,9 +3548,11 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__wait(&s, nr, !strcmp(mode, "joined")) ? 1 : 0;
 	if (!strcmp(mode, "rules"))
 		return deferredstream__rules(&s) ? 1 : 0;
+	if (!strcmp(mode, "offcpu"))
+		return deferredstream__offcpu(&s, nr) ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file]");
 	return 1;
 }
 

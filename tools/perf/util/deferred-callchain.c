@@ -349,11 +349,17 @@ static int deferred_callchains__pass(struct deferred_callchains *dc,
  * record with another cookie, the thread's exit or nothing at all in
  * between means the record is not coming (rule 3). Duplicates, and
  * cookies that come round again, are told apart by where they are.
+ *
+ * The index runs ahead of the reader only as far as a sample needs: up to
+ * its thread's next event, and until nothing before that can still come
+ * (the horizon). Behind the reader, a thread keeps its last event only,
+ * for the samples after it (rule 2). So the index holds what lies between
+ * the samples being read and their records, whatever the file's size.
  */
 struct deferred_indexed {
 	u64				time;
 	u64				offset;
-	const union perf_event		*record;	/* NULL: the thread's exit */
+	union perf_event		*record;	/* a copy; NULL: the thread's exit */
 	bool				used;
 };
 
@@ -361,8 +367,16 @@ struct deferred_indexed_thread {
 	struct deferred_indexed		*events;
 	size_t				nr;
 	size_t				size;
-	bool				unsorted;
 };
+
+/* What the index holds for a thread, and for each of its events */
+#define DEFERRED_INDEXED_THREAD__BYTES	(sizeof(struct deferred_indexed_thread) + \
+					 sizeof(struct hashmap_entry))
+
+static u64 deferred_indexed__bytes(const struct deferred_indexed *indexed)
+{
+	return sizeof(*indexed) + (indexed->record ? indexed->record->header.size : 0);
+}
 
 static size_t deferred_indexed__hash(long key, void *ctx)
 {
@@ -380,7 +394,14 @@ static bool deferred_indexed__equal(long key1, long key2, void *ctx)
 	return key1 == key2;
 }
 
-static int deferred_callchains__index_new(struct deferred_callchains *dc)
+/* The horizon once the whole file is indexed */
+#define DEFERRED_INDEX__END		(~0ULL)
+
+/* The first sweep of what no sample can use once the index holds this */
+#define DEFERRED_INDEX__SWEEP_BYTES	(256ULL << 10)
+
+int deferred_callchains__index_begin(struct deferred_callchains *dc,
+				     deferred_index_scan_fn scan, bool in_file_order)
 {
 	if (dc->index)
 		return 0;
@@ -389,6 +410,11 @@ static int deferred_callchains__index_new(struct deferred_callchains *dc)
 		dc->index = NULL;
 		return -ENOMEM;
 	}
+	dc->index_scan = scan;
+	dc->index_in_file_order = in_file_order;
+	dc->index_horizon = 0;
+	dc->index_watermark = 0;
+	dc->index_sweep_bytes = DEFERRED_INDEX__SWEEP_BYTES;
 	return 0;
 }
 
@@ -403,13 +429,19 @@ deferred_callchains__index_thread(struct deferred_callchains *dc, u32 tid)
 }
 
 /* (time, offset) order: the reader's */
-static int deferred_indexed__cmp(const void *a, const void *b)
+static int deferred_indexed__cmp(const struct deferred_indexed *l,
+				 const struct deferred_indexed *r)
 {
-	const struct deferred_indexed *l = a, *r = b;
-
 	if (l->time != r->time)
 		return l->time < r->time ? -1 : 1;
 	return l->offset < r->offset ? -1 : l->offset > r->offset;
+}
+
+static void deferred_callchains__index_grew(struct deferred_callchains *dc, u64 bytes)
+{
+	dc->index_bytes += bytes;
+	if (dc->index_bytes > dc->index_peak_bytes)
+		dc->index_peak_bytes = dc->index_bytes;
 }
 
 static int deferred_callchains__index_add(struct deferred_callchains *dc, u32 tid,
@@ -418,7 +450,9 @@ static int deferred_callchains__index_add(struct deferred_callchains *dc, u32 ti
 {
 	struct deferred_indexed_thread *thread;
 	struct deferred_indexed *indexed;
-	int err = deferred_callchains__index_new(dc);
+	union perf_event *copy = NULL;
+	size_t at;
+	int err = deferred_callchains__index_begin(dc, /*scan=*/NULL, dc->index_in_file_order);
 
 	if (err)
 		return err;
@@ -431,6 +465,7 @@ static int deferred_callchains__index_add(struct deferred_callchains *dc, u32 ti
 			free(thread);
 			return -ENOMEM;
 		}
+		deferred_callchains__index_grew(dc, DEFERRED_INDEXED_THREAD__BYTES);
 	}
 	if (thread->nr == thread->size) {
 		size_t size = thread->size ? 2 * thread->size : 4;
@@ -441,14 +476,30 @@ static int deferred_callchains__index_add(struct deferred_callchains *dc, u32 ti
 		thread->events = events;
 		thread->size = size;
 	}
-	indexed = &thread->events[thread->nr++];
+	if (record) {
+		copy = memdup(record, record->header.size);
+		if (!copy)
+			return -ENOMEM;
+	}
+	/*
+	 * A file is written per CPU buffer: a thread that moved may have its
+	 * events out of order within a round, never by much.
+	 */
+	at = thread->nr;
+	indexed = &thread->events[at];
 	indexed->time = time;
 	indexed->offset = offset;
-	indexed->record = record;
+	while (at && deferred_indexed__cmp(&thread->events[at - 1], indexed) > 0)
+		at--;
+	memmove(&thread->events[at + 1], &thread->events[at],
+		(thread->nr - at) * sizeof(*thread->events));
+	indexed = &thread->events[at];
+	indexed->time = time;
+	indexed->offset = offset;
+	indexed->record = copy;
 	indexed->used = false;
-	/* a file is written per CPU buffer: sorted once, if need be */
-	if (thread->nr > 1 && deferred_indexed__cmp(indexed - 1, indexed) > 0)
-		thread->unsorted = true;
+	thread->nr++;
+	deferred_callchains__index_grew(dc, deferred_indexed__bytes(indexed));
 	return 0;
 }
 
@@ -467,6 +518,8 @@ int deferred_callchains__index_exit(struct deferred_callchains *dc, u32 tid,
 
 int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time)
 {
+	size_t at;
+
 	if (dc->nr_lost_times == dc->lost_times_size) {
 		size_t size = dc->lost_times_size ? 2 * dc->lost_times_size : 64;
 		u64 *times = realloc(dc->lost_times, size * sizeof(*times));
@@ -476,35 +529,29 @@ int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time)
 		dc->lost_times = times;
 		dc->lost_times_size = size;
 	}
-	dc->lost_times[dc->nr_lost_times++] = time;
+	/* sorted as they come: out of order only within a round */
+	for (at = dc->nr_lost_times; at && dc->lost_times[at - 1] > time; at--)
+		dc->lost_times[at] = dc->lost_times[at - 1];
+	dc->lost_times[at] = time;
+	dc->nr_lost_times++;
 	return 0;
 }
 
-static int u64_cmp(const void *a, const void *b)
+void deferred_callchains__index_horizon(struct deferred_callchains *dc, u64 horizon)
 {
-	u64 l = *(const u64 *)a, r = *(const u64 *)b;
-
-	return l < r ? -1 : l > r;
+	if (horizon > dc->index_horizon)
+		dc->index_horizon = horizon;
 }
 
 int deferred_callchains__index_done(struct deferred_callchains *dc)
 {
-	struct hashmap_entry *entry;
-	size_t bkt;
-
 	/* a file without records is indexed too: its samples never wait */
-	if (deferred_callchains__index_new(dc))
-		return -ENOMEM;
-	hashmap__for_each_entry(dc->index, entry, bkt) {
-		struct deferred_indexed_thread *thread = entry->pvalue;
+	int err = deferred_callchains__index_begin(dc, /*scan=*/NULL, dc->index_in_file_order);
 
-		if (thread->unsorted)
-			qsort(thread->events, thread->nr, sizeof(*thread->events),
-			      deferred_indexed__cmp);
-		thread->unsorted = false;
-	}
-	if (dc->nr_lost_times)
-		qsort(dc->lost_times, dc->nr_lost_times, sizeof(u64), u64_cmp);
+	if (err)
+		return err;
+	dc->index_scan = NULL;
+	dc->index_horizon = DEFERRED_INDEX__END;
 	return 0;
 }
 
@@ -542,6 +589,97 @@ static size_t deferred_indexed_thread__next(const struct deferred_indexed_thread
 	return lo;
 }
 
+/* Frees the thread's first @nr events: no sample can use them any more. */
+static void deferred_indexed_thread__retire(struct deferred_callchains *dc,
+					    struct deferred_indexed_thread *thread, size_t nr)
+{
+	if (!nr)
+		return;
+	for (size_t i = 0; i < nr; i++) {
+		dc->index_bytes -= deferred_indexed__bytes(&thread->events[i]);
+		free(thread->events[i].record);
+	}
+	thread->nr -= nr;
+	memmove(thread->events, &thread->events[nr], thread->nr * sizeof(*thread->events));
+}
+
+/*
+ * Frees what no sample can use any more: every sample to come is at or
+ * after the watermark, so a thread needs only its last event before it.
+ * A thread left with nothing but its exit behind the watermark is gone.
+ */
+static void deferred_callchains__index_sweep(struct deferred_callchains *dc)
+{
+	struct hashmap_entry *entry, *tmp;
+	size_t bkt;
+
+	hashmap__for_each_entry_safe(dc->index, entry, tmp, bkt) {
+		struct deferred_indexed_thread *thread = entry->pvalue;
+		size_t next = deferred_indexed_thread__next(thread, dc->index_watermark, 0);
+
+		deferred_indexed_thread__retire(dc, thread, next ? next - 1 : 0);
+		if (thread->nr && (thread->events[0].record ||
+				   thread->events[0].time >= dc->index_watermark))
+			continue;
+		deferred_indexed_thread__retire(dc, thread, thread->nr);
+		hashmap__delete(dc->index, entry->key, NULL, NULL);
+		free(thread->events);
+		free(thread);
+		dc->index_bytes -= DEFERRED_INDEXED_THREAD__BYTES;
+	}
+	dc->index_sweep_bytes = max_t(u64, 2 * dc->index_bytes, DEFERRED_INDEX__SWEEP_BYTES);
+}
+
+/*
+ * Whether the index holds all a sample of @thread at (@time, @offset)
+ * needs: every event before it, and its thread's next one (@next) with
+ * everything before that.
+ */
+static bool deferred_callchains__index_knows(struct deferred_callchains *dc,
+					     struct deferred_indexed_thread *thread,
+					     size_t next, u64 time)
+{
+	if (dc->index_horizon == DEFERRED_INDEX__END)
+		return true;
+	if (dc->index_horizon <= time || !thread)
+		return false;
+	return next < thread->nr && thread->events[next].time < dc->index_horizon;
+}
+
+/*
+ * Indexes as far as a sample of @tid at (@time, @offset) needs, and
+ * returns its thread's index, NULL if it has none, in *@thread and the
+ * thread's next event after it in *@next. When that is past the memory
+ * cap, even with what no sample can use freed, the sample is given up.
+ */
+static int deferred_callchains__index_until(struct deferred_callchains *dc, u32 tid,
+					    u64 time, u64 offset,
+					    struct deferred_indexed_thread **thread,
+					    size_t *next, bool *gave_up)
+{
+	for (;;) {
+		int ret;
+
+		*thread = deferred_callchains__index_thread(dc, tid);
+		*next = *thread ? deferred_indexed_thread__next(*thread, time, offset) : 0;
+		if (deferred_callchains__index_knows(dc, *thread, *next, time))
+			return 0;
+		if (dc->index_bytes > dc->max_queued_bytes) {
+			deferred_callchains__index_sweep(dc);
+			if (dc->index_bytes > dc->max_queued_bytes) {
+				*gave_up = true;
+				*thread = deferred_callchains__index_thread(dc, tid);
+				*next = *thread ?
+					deferred_indexed_thread__next(*thread, time, offset) : 0;
+				return 0;
+			}
+		}
+		ret = dc->index_scan(dc);
+		if (ret < 0)
+			return ret;
+	}
+}
+
 /* With the index: the sample's record is known, or will never come. */
 static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 					       union perf_event *event,
@@ -556,12 +694,18 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 	struct deferred_indexed *indexed = NULL;
 	const union perf_event *record = NULL;
 	u64 cookie = sample->deferred_cookie;
-	int err;
+	bool gave_up = false;
+	size_t next = 0;
+	int err = 0;
 
 	if (sample->tid != (u32)-1)
-		thread = deferred_callchains__index_thread(dc, sample->tid);
+		err = deferred_callchains__index_until(dc, sample->tid, time, file_offset,
+						       &thread, &next, &gave_up);
+	if (err) {
+		free(copy);
+		return err;
+	}
 	if (thread) {
-		size_t next = deferred_indexed_thread__next(thread, time, file_offset);
 		struct deferred_indexed *before = next ? &thread->events[next - 1] : NULL;
 		struct deferred_indexed *after = next < thread->nr ? &thread->events[next] : NULL;
 
@@ -578,32 +722,39 @@ static int deferred_callchains__sample_indexed(struct deferred_callchains *dc,
 	if (indexed) {
 		u64 from = min(time, indexed->time), to = max(time, indexed->time);
 
-		if (deferred_callchains__lost_before(dc, to) !=
+		if (dc->nr_lost_times &&
+		    deferred_callchains__lost_before(dc, to) !=
 		    deferred_callchains__lost_before(dc, from))
 			flags |= DEFERRED_CALLCHAIN__AMBIGUOUS;
+		if (!indexed->used)
+			dc->index_used++;
 		indexed->used = true;
 		record = indexed->record;
 	}
 	deferred_callchains__count(dc, flags);
+	if (gave_up && !indexed)
+		dc->stats.capped++;
 	free(copy);
 	err = dc->deliver(dc, event, sample, record, flags, file_offset, file_path);
+	/* the thread's samples to come are not before this one: the rest is done */
+	if (thread && next > 1)
+		deferred_indexed_thread__retire(dc, thread, next - 1);
 	return err;
 }
 
-/* Records of the index that no sample used: orphans (rule 4). */
-static void deferred_callchains__index_orphans(struct deferred_callchains *dc)
+/*
+ * Every event read moves the watermark: the index frees what falls behind
+ * it when it has grown enough since the last time.
+ */
+static void deferred_callchains__index_read(struct deferred_callchains *dc,
+					    const struct perf_sample *sample, u64 file_offset)
 {
-	struct hashmap_entry *entry;
-	size_t bkt;
+	u64 time = dc->index_in_file_order ? file_offset : sample->time;
 
-	hashmap__for_each_entry(dc->index, entry, bkt) {
-		struct deferred_indexed_thread *thread = entry->pvalue;
-
-		for (size_t i = 0; i < thread->nr; i++) {
-			if (thread->events[i].record && !thread->events[i].used)
-				dc->stats.orphans++;
-		}
-	}
+	if (time != (u64)-1 && time > dc->index_watermark)
+		dc->index_watermark = time;
+	if (dc->index_bytes >= dc->index_sweep_bytes)
+		deferred_callchains__index_sweep(dc);
 }
 
 void deferred_callchains__index_free(struct deferred_callchains *dc)
@@ -615,8 +766,8 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 		hashmap__for_each_entry(dc->index, entry, bkt) {
 			struct deferred_indexed_thread *thread = entry->pvalue;
 
-			for (size_t i = 0; dc->index_copies && i < thread->nr; i++)
-				free((void *)thread->events[i].record);
+			for (size_t i = 0; i < thread->nr; i++)
+				free(thread->events[i].record);
 			free(thread->events);
 			free(thread);
 		}
@@ -626,8 +777,9 @@ void deferred_callchains__index_free(struct deferred_callchains *dc)
 	zfree(&dc->lost_times);
 	dc->nr_lost_times = 0;
 	dc->lost_times_size = 0;
+	dc->index_scan = NULL;
 	dc->index_in_file_order = false;
-	dc->index_copies = false;
+	dc->index_bytes = 0;
 }
 
 static int deferred_callchains__sample(struct deferred_callchains *dc,
@@ -757,6 +909,9 @@ int deferred_callchains__event(struct deferred_callchains *dc,
 {
 	int err;
 
+	if (dc->index)
+		deferred_callchains__index_read(dc, sample, file_offset);
+
 	switch (event->header.type) {
 	case PERF_RECORD_SAMPLE:
 		if (sample->deferred_cookie)
@@ -795,8 +950,12 @@ int deferred_callchains__flush(struct deferred_callchains *dc)
 	if (!dc->threads)
 		return 0;
 
+	/* the records read that no sample used, whether indexed or not */
 	if (dc->index) {
-		deferred_callchains__index_orphans(dc);
+		pr_debug("deferred callchains: the index of records held at most %" PRIu64
+			 " bytes\n", dc->index_peak_bytes);
+		if (dc->stats.records > dc->index_used)
+			dc->stats.orphans += dc->stats.records - dc->index_used;
 		deferred_callchains__index_free(dc);
 	}
 

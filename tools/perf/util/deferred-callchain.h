@@ -76,6 +76,14 @@ struct deferred_callchain_stats {
 struct deferred_callchains;
 
 /*
+ * Indexes more of a file: calls deferred_callchains__index_record(),
+ * _exit() and _lost() for what it finds, and _horizon() as it learns that
+ * nothing earlier is left; deferred_callchains__index_done() and returns 0
+ * at the end of the data, else 1, or an error.
+ */
+typedef int (*deferred_index_scan_fn)(struct deferred_callchains *dc);
+
+/*
  * Hands an event to the tool, in time order. @sample is parsed from @event,
  * or NULL when @event is a copy the join held: then the callee parses it.
  * For a sample with a cookie, @flags is a mask of DEFERRED_CALLCHAIN__* and
@@ -90,7 +98,7 @@ typedef int (*deferred_callchain_deliver_fn)(struct deferred_callchains *dc,
 					     u64 file_offset,
 					     const char *file_path);
 
-/* The default cap on the memory of the events held for a waiting sample */
+/* The default cap on what waiting samples hold: events queued, or records indexed */
 #define DEFERRED_CALLCHAIN__QUEUE_SIZE	(256ULL << 20)
 
 /* call-graph.defer-queue-size and the tools' --defer-queue-size */
@@ -104,7 +112,7 @@ struct option;
 int deferred_callchain__queue_size_opt(const struct option *opt, const char *str, int unset);
 
 #define DEFER_QUEUE_SIZE_HELP	\
-	"memory for events held behind samples waiting for their deferred callchain (256M)"
+	"memory for what samples waiting for their deferred callchain hold (256M)"
 #define OPT_DEFER_QUEUE_SIZE()							\
 	OPT_CALLBACK(0, "defer-queue-size", NULL, "size", DEFER_QUEUE_SIZE_HELP,	\
 		     deferred_callchain__queue_size_opt)
@@ -126,19 +134,31 @@ struct deferred_callchains {
 	/* no sample_id_all: records have no tid, so nothing can be joined */
 	bool				records_have_no_tid;
 	/*
-	 * A file's records and exits, indexed before its events are read:
-	 * tid -> struct deferred_indexed_thread, and the times of its losses,
-	 * sorted. With it, a sample is joined (or not) the moment it comes,
-	 * by the rules the queue applies: nothing waits.
+	 * A file's records and exits, indexed ahead of the reader as far as
+	 * its samples need: tid -> struct deferred_indexed_thread, and the
+	 * times of its losses, sorted. With it, a sample is joined (or not)
+	 * the moment it comes, by the rules the queue applies: nothing waits,
+	 * and what is indexed is freed once no later sample can use it.
 	 */
 	struct hashmap			*index;
+	/* indexes more of the file; NULL once all of it is */
+	deferred_index_scan_fn		index_scan;
+	/* every event not yet indexed has a time at or after this */
+	u64				index_horizon;
+	/* the time of the latest event read: no later sample is before it */
+	u64				index_watermark;
+	/* the memory of the index, under max_queued_bytes; its peak */
+	u64				index_bytes;
+	u64				index_peak_bytes;
+	/* index_bytes at which what no sample can use any more is freed */
+	u64				index_sweep_bytes;
+	/* records of the index a sample used */
+	u64				index_used;
 	/*
 	 * The file's deferred events have no time: the index holds file
 	 * offsets instead, and a sample's offset stands for its time.
 	 */
 	bool				index_in_file_order;
-	/* the index's records are copies (a byte-swapped file's), its to free */
-	bool				index_copies;
 	/* the index's key hashes and comparisons, for the tests to bound */
 	u64				index_hashes;
 	u64				index_compares;
@@ -174,18 +194,22 @@ bool deferred_callchain__lost_records(const union perf_event *event,
 int deferred_callchains__flush(struct deferred_callchains *dc);
 
 /*
- * Indexing a file before reading its events: every record (which must stay
- * where it is until deferred_callchains__exit()) and every thread's exit,
- * with its tid, time and file offset, and the time of every loss; then the
- * index is done and used. In a file whose deferred events have no time,
- * index_in_file_order is set and the times are file offsets.
+ * Indexing a file's records ahead of its reader. deferred_callchains__
+ * index_begin() starts an index that @scan fills as samples need it; or,
+ * without a scanner, every record (copied) and every thread's exit is
+ * given with its tid, time and file offset, and the time of every loss,
+ * then deferred_callchains__index_done(). In a file whose deferred events
+ * have no time, index_in_file_order is set and the times are file offsets.
  */
+int deferred_callchains__index_begin(struct deferred_callchains *dc,
+				     deferred_index_scan_fn scan, bool in_file_order);
 int deferred_callchains__index_record(struct deferred_callchains *dc,
 				      const union perf_event *record, u32 tid,
 				      u64 time, u64 offset);
 int deferred_callchains__index_exit(struct deferred_callchains *dc, u32 tid,
 				    u64 time, u64 offset);
 int deferred_callchains__index_lost(struct deferred_callchains *dc, u64 time);
+void deferred_callchains__index_horizon(struct deferred_callchains *dc, u64 horizon);
 int deferred_callchains__index_done(struct deferred_callchains *dc);
 void deferred_callchains__index_free(struct deferred_callchains *dc);
 

@@ -10,9 +10,14 @@
 # a loss. Read as a pipe, it goes through the join's queue; written to a
 # file (by perf inject, and by the workload in the other byte order),
 # through the file's index. Every sample's stack and mark and the summary
-# must be the same every way, and what the rules say they are. And a file
-# never waits: with the queue's memory cap at one byte, a pipe's waiting
-# samples go out unresolved, a file's, byte-swapped or not, are joined.
+# must be the same every way, and what the rules say they are.
+#
+# And a file never waits: its index holds records only, and only those
+# between the samples being read and their records. A thread's sample
+# whose record comes after 2,000 stays of another thread goes over a
+# 512 KiB cap in a pipe's queue, which holds every event behind it, but is
+# joined from a file, byte-swapped or not; and the index of a recording of
+# 200,000 samples (50,000 records) never holds more than a few of them.
 
 set -e
 
@@ -106,24 +111,44 @@ echo "perf report"
 both_ways "perf report" all report --stdio --no-children -g none
 both_ways "perf report --stats" summary report --stats
 
-# A file is joined without waiting: nothing is held, whatever the cap.
-echo "perf script --defer-queue-size 1"
-for input in rules.pipe ${files}; do
-	read_as capped "${input}" script --defer-queue-size 1 || continue
-	capped=$(summary "${tmpdir}/capped.err" "over memory cap")
-	joined=$(summary "${tmpdir}/capped.err" joined)
+# A sample waiting behind another thread's 2,000 stays: over the cap in a
+# pipe, joined from a file.
+echo "perf script --defer-queue-size 512k: off-CPU"
+perf test -w deferredstream offcpu 2000 >"${tmpdir}/offcpu.pipe"
+perf test -w deferredstream offcpu 2000 file >"${tmpdir}/offcpu.data"
+perf test -w deferredstream offcpu 2000 swapped-file >"${tmpdir}/offcpu-swapped.data"
+for input in offcpu.pipe offcpu.data offcpu-swapped.data; do
+	read_as capped "${input}" script --defer-queue-size 512k || continue
+	got="$(summary "${tmpdir}/capped.err" "over memory cap")"
+	got="${got:-none} over the cap, $(summary "${tmpdir}/capped.err" joined) joined"
 	case ${input} in
 	*.pipe)
-		# the queue: samples that wait go out at the cap
-		[ "${capped:-0}" -gt 0 ] ||
-			fail "the pipe: no sample over a one-byte cap (${capped:-missing})"
+		# the queue: the sample goes out when the events behind it fill the cap
+		want="1 over the cap, 20000 joined"
 		;;
 	*)
-		[ "${capped}/${joined}" = 0/5 ] ||
-			fail "${input}: ${capped:-no} samples over the cap and ${joined:-no} joined, expected 0 and 5"
+		want="0 over the cap, 20001 joined"
 		;;
 	esac
+	[ "${got}" = "${want}" ] || fail "${input}: ${got}, expected ${want}"
 done
+
+# The index of a large file holds a window of it, not all its records.
+echo "perf script -v: the index's memory"
+perf test -w deferredstream bench 200000 defer >"${tmpdir}/bench.data"
+if read_as large bench.data script -v; then
+	got="$(summary "${tmpdir}/large.err" records) records,"
+	got="${got} $(summary "${tmpdir}/large.err" joined) joined"
+	[ "${got}" = "50008 records, 199992 joined" ] ||
+		fail "bench.data: ${got}, expected 50008 records, 199992 joined"
+	held=$(awk '/the index of records held at most/ { print $(NF - 1) }' \
+		"${tmpdir}/large.err")
+	# its 50,000 records are about 10 MB
+	if [ -z "${held}" ] || [ "${held}" -gt $((1024 * 1024)) ]; then
+		fail "bench.data: the index held ${held:-an unknown number of} bytes, over 1 MiB"
+	fi
+	echo "  the index held at most ${held} bytes"
+fi
 
 cleanup
 exit ${err}
