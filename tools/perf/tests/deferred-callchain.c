@@ -39,6 +39,8 @@
 #include "map_symbol.h"
 #include "sample.h"
 #include "session.h"
+#include "util/compress.h"
+#include "util/env.h"
 #include "symbol.h"
 #include "thread.h"
 #include "tool.h"
@@ -1244,6 +1246,8 @@ struct stream {
 	u64	id;
 	/* the perf.data file the events go to, from stream__file_begin() */
 	int	file_fd;
+	/* its data compressed, as perf record -z writes them */
+	bool	compress;
 };
 
 static u8 bitrev8(u8 byte)
@@ -2638,8 +2642,9 @@ out:
  *		callchains;
  *   bench N fp|defer: a perf.data file of N samples, their stacks whole
  *		(fp) or deferred (deferredstream__bench());
- *   offcpu N [file|swapped-file]: one thread's sample waiting for its
- *		record behind N stays of another (deferredstream__offcpu()).
+ *   offcpu N [file|swapped-file|compressed-file]: one thread's sample
+ *		waiting for its record behind N stays of another
+ *		(deferredstream__offcpu()); compressed as perf record -z does.
  */
 noinline void deferredstream_leaf(void);
 noinline void deferredstream_mid(void);
@@ -2805,6 +2810,9 @@ static int deferredstream__rules(struct stream *s)
 	return s->failed ? -EIO : 0;
 }
 
+/* A compressed stream's mmap_len: what one compressed event holds at most */
+#define STREAM__COMP_MMAP_LEN	(1024 * 1024)
+
 /* An attr of a perf.data file, as util/header.c writes them */
 struct file_attr {
 	struct perf_event_attr		attr;
@@ -2823,7 +2831,10 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 		.size		= sizeof(header),
 		.attr_size	= sizeof(struct file_attr),
 	};
+	/* HEADER_COMPRESSED: version, type, level, ratio, mmap_len */
+	const u32 compressed[] = { 1, PERF_COMP_ZSTD, 1, 1, STREAM__COMP_MMAP_LEN };
 	off_t data_size = lseek(data_fd, 0, SEEK_END);
+	struct perf_file_section feature;
 	struct file_attr attr;
 
 	if (data_size < 0)
@@ -2837,6 +2848,12 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	header.attrs.size = sizeof(attr);
 	header.data.offset = header.attrs.offset + sizeof(attr);
 	header.data.size = data_size;
+	if (s->compress) {
+		/* the features' sections follow the data */
+		__set_bit(HEADER_COMPRESSED, header.adds_features);
+		feature.offset = header.data.offset + data_size + sizeof(feature);
+		feature.size = sizeof(compressed);
+	}
 	if (s->swap) {
 		/* the u64s before the features' bitmap, none set */
 		u64s__to_foreign(&header.magic,
@@ -2847,9 +2864,14 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	}
 	if (writen(fd, &header, sizeof(header)) != sizeof(header) ||
 	    writen(fd, &id, sizeof(id)) != sizeof(id) ||
-	    writen(fd, &attr, sizeof(attr)) != sizeof(attr))
+	    writen(fd, &attr, sizeof(attr)) != sizeof(attr) ||
+	    copy_data(fd, data_fd))
 		return -EIO;
-	return copy_data(fd, data_fd);
+	if (s->compress &&
+	    (writen(fd, &feature, sizeof(feature)) != sizeof(feature) ||
+	     writen(fd, compressed, sizeof(compressed)) != sizeof(compressed)))
+		return -EIO;
+	return 0;
 }
 
 /*
@@ -2868,10 +2890,112 @@ static int stream__file_begin(struct stream *s, bool swap, u64 id)
 	return 0;
 }
 
+#ifdef HAVE_ZSTD_SUPPORT
+static size_t stream__compressed_header(void *record, size_t increment)
+{
+	struct perf_record_compressed *event = record;
+
+	if (increment) {
+		event->header.size += increment;
+		return increment;
+	}
+	event->header.type = PERF_RECORD_COMPRESSED;
+	event->header.size = sizeof(*event);
+	return sizeof(*event);
+}
+
+/* Writes @len bytes of events at @buf to @fd compressed, as perf record -z. */
+static int stream__write_compressed(struct zstd_data *zstd, int fd, void *buf, size_t len)
+{
+	size_t size = 2 * len + PERF_SAMPLE_MAX_SIZE;
+	void *records = malloc(size);
+	ssize_t n;
+
+	if (!records)
+		return -ENOMEM;
+	n = zstd_compress_stream_to_records(zstd, records, size, buf, len,
+					    PERF_SAMPLE_MAX_SIZE -
+					    sizeof(struct perf_record_compressed) - 1,
+					    stream__compressed_header);
+	if (n < 0 || writen(fd, records, n) != n)
+		n = -EIO;
+	free(records);
+	return n < 0 ? n : 0;
+}
+
+/*
+ * The events at @data_fd, to a new scratch file returned: what comes
+ * between the ends of rounds compressed, the ends of rounds as they are.
+ */
+static int stream__compress(int data_fd)
+{
+	off_t size = lseek(data_fd, 0, SEEK_END);
+	int fd = scratch_file(), err = 0;
+	struct zstd_data zstd;
+	size_t chunk = 0, pos;
+	void *data;
+
+	if (fd < 0 || size <= 0)
+		return fd < 0 ? fd : -EINVAL;
+	data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+	if (data == MAP_FAILED || zstd_init(&zstd, 1)) {
+		if (data != MAP_FAILED)
+			munmap(data, size);
+		close(fd);
+		return -ENOMEM;
+	}
+	for (pos = 0; !err && pos < (size_t)size; ) {
+		struct perf_event_header *header = data + pos;
+
+		if (header->size < sizeof(*header)) {
+			err = -EINVAL;
+			break;
+		}
+		if (pos > chunk && (header->type == PERF_RECORD_FINISHED_ROUND ||
+				    pos - chunk >= STREAM__COMP_MMAP_LEN / 2)) {
+			err = stream__write_compressed(&zstd, fd, data + chunk, pos - chunk);
+			chunk = pos;
+		}
+		if (!err && header->type == PERF_RECORD_FINISHED_ROUND) {
+			if (writen(fd, header, header->size) != header->size)
+				err = -EIO;
+			chunk = pos + header->size;
+		}
+		pos += header->size;
+	}
+	if (!err && pos > chunk)
+		err = stream__write_compressed(&zstd, fd, data + chunk, pos - chunk);
+	zstd_fini(&zstd);
+	munmap(data, size);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+#else
+static int stream__compress(int data_fd __maybe_unused)
+{
+	pr_err("perf was built without zstd: no compressed streams\n");
+	return -ENOTSUP;
+}
+#endif
+
 static int stream__file_end(struct stream *s, int err)
 {
+	int data_fd = s->fd;
+
+	if (!err && s->failed)
+		err = -EIO;
+	if (!err && s->compress) {
+		data_fd = stream__compress(s->fd);
+		if (data_fd < 0)
+			err = data_fd;
+	}
 	if (!err)
-		err = s->failed ? -EIO : stream__write_file(s, s->file_fd, s->fd, s->id);
+		err = stream__write_file(s, s->file_fd, data_fd, s->id);
+	if (data_fd >= 0 && data_fd != s->fd)
+		close(data_fd);
 	close(s->fd);
 	return err;
 }
@@ -3517,7 +3641,8 @@ static int deferredstream(int argc, const char **argv)
 	if (!strcmp(mode, "offcpu") && argc > 2) {
 		bool swap = !strcmp(argv[2], "swapped-file");
 
-		if (!swap && strcmp(argv[2], "file"))
+		s.compress = !strcmp(argv[2], "compressed-file");
+		if (!swap && !s.compress && strcmp(argv[2], "file"))
 			goto usage;
 		if (stream__file_begin(&s, swap, id))
 			return 1;
@@ -3552,7 +3677,7 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__offcpu(&s, nr) ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file]");
 	return 1;
 }
 

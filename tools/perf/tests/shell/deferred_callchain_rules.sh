@@ -16,8 +16,9 @@
 # between the samples being read and their records. A thread's sample
 # whose record comes after 2,000 stays of another thread goes over a
 # 512 KiB cap in a pipe's queue, which holds every event behind it, but is
-# joined from a file, byte-swapped or not; and the index of a recording of
-# 200,000 samples (50,000 records) never holds more than a few of them.
+# joined from a file, byte-swapped, compressed (as perf record -z writes
+# it) or neither; and the index of a recording of 200,000 samples (50,000
+# records) never holds more than a few of them.
 
 set -e
 
@@ -117,7 +118,8 @@ echo "perf script --defer-queue-size 512k: off-CPU"
 perf test -w deferredstream offcpu 2000 >"${tmpdir}/offcpu.pipe"
 perf test -w deferredstream offcpu 2000 file >"${tmpdir}/offcpu.data"
 perf test -w deferredstream offcpu 2000 swapped-file >"${tmpdir}/offcpu-swapped.data"
-for input in offcpu.pipe offcpu.data offcpu-swapped.data; do
+perf test -w deferredstream offcpu 2000 compressed-file >"${tmpdir}/offcpu-compressed.data"
+for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data; do
 	read_as capped "${input}" script --defer-queue-size 512k || continue
 	got="$(summary "${tmpdir}/capped.err" "over memory cap")"
 	got="${got:-none} over the cap, $(summary "${tmpdir}/capped.err" joined) joined"
