@@ -1248,6 +1248,8 @@ struct stream {
 	int	file_fd;
 	/* its data compressed, as perf record -z writes them */
 	bool	compress;
+	/* attrs without sample_id_all, events other than samples without ids */
+	bool	no_sample_id;
 };
 
 static u8 bitrev8(u8 byte)
@@ -1440,6 +1442,7 @@ static void stream__attr_event(struct stream *s, u32 type, u64 config, u64 perio
 	};
 
 	event_attr__init(&buf.attr.attr, type, config, period, s->sample_type, read_format);
+	buf.attr.attr.sample_id_all = !s->no_sample_id;
 	/* 6.19's defer_callchain and defer_output, in 6.12's __reserved_1 */
 	if (s->mainline)
 		buf.attr.attr.__reserved_1 |= BIT(0) | BIT(1);
@@ -1470,6 +1473,7 @@ static int stream__open_as(struct stream *s, bool swap, bool mainline, u64 sampl
 		return s->fd;
 	s->swap = swap;
 	s->mainline = mainline;
+	s->no_sample_id = false;
 	s->failed = false;
 	s->sample_type = sample_type;
 	if (mainline)
@@ -1530,6 +1534,10 @@ static union perf_event *stream__sample_id(struct stream *s, union perf_event *e
 	struct test_sample_id id;
 	u64 words[5], *array = words;
 
+	if (event && s->no_sample_id) {
+		event->header.size -= sizeof(id);
+		return event;
+	}
 	if (!event || type == (SAMPLE_TYPE & SAMPLE_ID_TYPE))
 		return event;
 	if (type & PERF_SAMPLE_STREAM_ID)
@@ -2119,6 +2127,46 @@ static int test__session_mixed_sample_id(struct test_suite *test __maybe_unused,
 }
 
 /* Merge off: the raw view, samples with their cookie and records apart. */
+/*
+ * Without sample_id_all a record has no tid: the session sees it in the
+ * attrs, and no sample waits for a record that could never be its own,
+ * whatever the cap. One that waited would go over a one-byte cap.
+ */
+static int session_no_sample_id_all(struct session_test *st)
+{
+	static const u64 id = 1;
+	u64 queue_size = deferred_callchain_queue_size;
+	struct stream s;
+	int err;
+
+	TEST_ASSERT_VAL("stream", stream__open_events(&s, /*swap=*/false, SAMPLE_TYPE,
+						      /*read_format=*/0, &id, 0) == 0);
+	s.no_sample_id = true;
+	stream__attr(&s, /*read_format=*/0, id);
+	stream__sample(&s, TID1, 100, COOKIE1, &kernel_a);
+	for (int i = 0; i < 20; i++)
+		stream__sample(&s, TID2, 110 + i, 0, &kernel_and_user);
+	stream__record(&s, TID1, 300, COOKIE1, &stack_a);
+	deferred_callchain_queue_size = 1;
+	err = session_test__read(st, stream__close(&s));
+	deferred_callchain_queue_size = queue_size;
+	TEST_ASSERT_VAL("read", !err);
+	pr_debug("%" PRIu64 " deferred, %" PRIu64 " unresolved, %" PRIu64 " over the cap, %"
+		 PRIu64 " joined, %" PRIu64 " malformed records\n", st->stats.deferred,
+		 st->stats.unresolved, st->stats.capped, st->stats.joined, st->stats.malformed);
+	TEST_ASSERT_VAL("every sample", st->nr_samples == 21);
+	TEST_ASSERT_VAL("unresolved at once", st->stats.deferred == 1 &&
+			st->stats.unresolved == 1 && !st->stats.capped && !st->stats.joined);
+	TEST_ASSERT_VAL("the record has no tid", st->stats.malformed == 1);
+	return TEST_OK;
+}
+
+static int test__session_no_sample_id_all(struct test_suite *test __maybe_unused,
+					  int subtest __maybe_unused)
+{
+	return session_test__run(/*merge=*/true, session_no_sample_id_all);
+}
+
 static int session_merge_off(struct session_test *st)
 {
 	const struct expect exp[] = {
@@ -3711,6 +3759,8 @@ static struct test_case tests__deferred_callchain[] = {
 		  session_mixed_sample_id),
 	TEST_CASE("Deferred callchain: byte-swapped raw data is checked in whole u64s",
 		  swapped_raw_bounds),
+	TEST_CASE("Deferred callchain: session, records without tid",
+		  session_no_sample_id_all),
 	TEST_CASE("Deferred callchain: session, merge off", session_merge_off),
 	TEST_CASE("Deferred callchain: session, PERF_SAMPLE_READ periods in time order",
 		  session_read_periods),
