@@ -1250,6 +1250,8 @@ struct stream {
 	bool	compress;
 	/* attrs without sample_id_all, events other than samples without ids */
 	bool	no_sample_id;
+	/* AUX area data at the end of each round */
+	bool	aux;
 };
 
 static u8 bitrev8(u8 byte)
@@ -2690,9 +2692,10 @@ out:
  *		callchains;
  *   bench N fp|defer: a perf.data file of N samples, their stacks whole
  *		(fp) or deferred (deferredstream__bench());
- *   offcpu N [file|swapped-file|compressed-file]: one thread's sample
- *		waiting for its record behind N stays of another
- *		(deferredstream__offcpu()); compressed as perf record -z does.
+ *   offcpu N [file|swapped-file|compressed-file|aux-file]: one thread's
+ *		sample waiting for its record behind N stays of another
+ *		(deferredstream__offcpu()); compressed as perf record -z does;
+ *		with AUX area data (stream__aux()).
  */
 noinline void deferredstream_leaf(void);
 noinline void deferredstream_mid(void);
@@ -3056,6 +3059,34 @@ static int deferredstream__rules_file(struct stream *s, bool swap, u64 id)
 	return err ?: stream__file_end(s, deferredstream__rules(s));
 }
 
+/*
+ * AUX area data, as perf record writes it for Intel PT and the like: a
+ * PERF_RECORD_AUXTRACE and then its data, which are no events. Here the
+ * data look like a record of TID1 just after its first sample in
+ * deferredstream__offcpu(), with another cookie: a reader that took them
+ * for events would find that sample's record is not coming.
+ */
+static void stream__aux(struct stream *s)
+{
+	union perf_event buf, *record;
+	struct perf_record_auxtrace aux = {
+		.header = {
+			.type = PERF_RECORD_AUXTRACE,
+			.size = sizeof(aux),
+		},
+		.tid = TID1,
+	};
+
+	record = record__build(&buf, PID, TID1, 101, COOKIE2, &stack_a);
+	if (!record) {
+		s->failed = true;
+		return;
+	}
+	aux.size = record->header.size;
+	stream__write(s, &aux, sizeof(aux));
+	stream__write(s, record, record->header.size);
+}
+
 static void stream__round(struct stream *s)
 {
 	struct perf_event_header round = {
@@ -3174,6 +3205,8 @@ static int deferredstream__offcpu(struct stream *s, unsigned long nr)
 		for (int j = 0; j < 10; j++)
 			stream__sample(s, TID2, time++, cookie, &kernel_b);
 		stream__record(s, TID2, time++, cookie, &stack);
+		if (s->aux)
+			stream__aux(s);
 		stream__round(s);
 	}
 	stream__record(s, TID1, time, COOKIE1, &stack);
@@ -3690,7 +3723,8 @@ static int deferredstream(int argc, const char **argv)
 		bool swap = !strcmp(argv[2], "swapped-file");
 
 		s.compress = !strcmp(argv[2], "compressed-file");
-		if (!swap && !s.compress && strcmp(argv[2], "file"))
+		s.aux = !strcmp(argv[2], "aux-file");
+		if (!swap && !s.compress && !s.aux && strcmp(argv[2], "file"))
 			goto usage;
 		if (stream__file_begin(&s, swap, id))
 			return 1;
@@ -3725,7 +3759,7 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__offcpu(&s, nr) ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file]");
 	return 1;
 }
 

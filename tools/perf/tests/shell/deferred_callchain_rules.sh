@@ -17,8 +17,8 @@
 # whose record comes after 2,000 stays of another thread goes over a
 # 512 KiB cap in a pipe's queue, which holds every event behind it, but is
 # joined from a file, byte-swapped, compressed (as perf record -z writes
-# it) or neither; and the index of a recording of 200,000 samples (50,000
-# records) never holds more than a few of them.
+# it), with AUX area data or none of those; and the index of a recording
+# of 200,000 samples (50,000 records) never holds more than a few of them.
 
 set -e
 
@@ -119,8 +119,12 @@ perf test -w deferredstream offcpu 2000 >"${tmpdir}/offcpu.pipe"
 perf test -w deferredstream offcpu 2000 file >"${tmpdir}/offcpu.data"
 perf test -w deferredstream offcpu 2000 swapped-file >"${tmpdir}/offcpu-swapped.data"
 perf test -w deferredstream offcpu 2000 compressed-file >"${tmpdir}/offcpu-compressed.data"
-for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data; do
-	read_as capped "${input}" script --defer-queue-size 512k || continue
+# AUX area data that look like a record for the waiting sample's thread:
+# the index skips them as the reader does (perf script --no-itrace)
+perf test -w deferredstream offcpu 2000 aux-file >"${tmpdir}/offcpu-aux.data"
+for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data \
+	offcpu-aux.data; do
+	read_as capped "${input}" script --no-itrace --defer-queue-size 512k || continue
 	got="$(summary "${tmpdir}/capped.err" "over memory cap")"
 	got="${got:-none} over the cap, $(summary "${tmpdir}/capped.err" joined) joined"
 	case ${input} in
