@@ -137,6 +137,10 @@ for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data 
 		;;
 	esac
 	[ "${got}" = "${want}" ] || fail "${input}: ${got}, expected ${want}"
+	# the cap, when it cut in, is explained
+	warned=$(grep -c "waited for their deferred callchain past" "${tmpdir}/capped.err" || true)
+	[ "${warned}" = "${want%% *}" ] ||
+		fail "${input}: ${warned} warnings of samples past the cap, expected ${want%% *}"
 done
 
 # The index of a large file holds a window of it, not all its records.
