@@ -88,13 +88,16 @@ test_timehist() {
 		return 0
 	times=$(awk '$1 ~ /^[0-9]+\.[0-9]+$/ { print $1 }' "${out}")
 	[ "$(echo "${times}" | wc -w)" -eq 6 ] ||
-		fail "perf sched timehist: $(echo "${times}" | wc -w) lines, expected 5 switches and a loss"
+		fail "perf sched timehist: $(echo "${times}" | wc -w) lines," \
+			"expected 5 switches and a loss"
 	[ "${times}" = "$(sort -n <<<"${times}")" ] ||
 		fail "perf sched timehist: out of time order: $(echo "${times}" | tr '\n' ' ')"
 	grep -qE '^ +1\.015000 .*task-b.*<- \[user stack ambiguous\]$' "${out}" ||
-		fail "perf sched timehist: B's switch at 1.015 does not end in [user stack ambiguous]"
+		fail "perf sched timehist: B's switch at 1.015 does not end in" \
+			"[user stack ambiguous]"
 	grep -qE '^ +1\.025000 .*task-a.*<- \[user stack unresolved\]$' "${out}" ||
-		fail "perf sched timehist: A's switch at 1.025 does not end in [user stack unresolved]"
+		fail "perf sched timehist: A's switch at 1.025 does not end in" \
+			"[user stack unresolved]"
 	sed 's/ <- \[user stack [a-z]*\]$//' "${out}" >"${out}.unmarked"
 	if ! same_but "${out}.unmarked" "${out}.fp" "^$"; then
 		fail "perf sched timehist: the deferred recording reads unlike the fp one"
@@ -120,14 +123,15 @@ test_map() {
 	run "perf sched map --color-pids" "${out}.color" \
 		sched map --color-pids 1002 -i "${tmpdir}/sched.data" || return 0
 	[ "$(grep -c 'secs' "${out}.color")" -eq 5 ] ||
-		fail "perf sched map --color-pids: $(grep -c 'secs' "${out}.color") switches, expected 5"
+		fail "perf sched map --color-pids: $(grep -c 'secs' "${out}.color") switches," \
+			"expected 5"
 	return 0
 }
 
 # A perl script's handler gets each switch's callchain, joined, the marks
 # as its outermost frames; from the file's index and the pipe's queue.
 test_perl() {
-	local input out="${tmpdir}/perl" expected got
+	local input out="${tmpdir}/perl" expected got chain
 
 	if ! perf version --build-options | grep -qE "libperl: +\[ on  \]"; then
 		fail "perf was built without perl scripting"
@@ -142,8 +146,9 @@ sub sched::sched_switch
 	printf("%d.%09d %s %s\n", $secs, $nsecs, $comm, join(";", @frames));
 }
 EOF
-	expected="1.010000000 task-a ?;?;deferredstream_leaf;deferredstream_mid;deferredstream_top
-1.015000000 task-b ?;deferredstream_leaf;deferredstream_mid;deferredstream_top;[user stack ambiguous]
+	chain="deferredstream_leaf;deferredstream_mid;deferredstream_top"
+	expected="1.010000000 task-a ?;?;${chain}
+1.015000000 task-b ?;${chain};[user stack ambiguous]
 1.020000000 task-c ?;?;deferredstream_mid;deferredstream_top
 1.025000000 task-a ?;?;[user stack unresolved]
 1.032000000 swapper ?"
@@ -180,11 +185,12 @@ test_raw_filters() {
 		args=${args%%:*}
 		# shellcheck disable=SC2086 # the arguments split on purpose
 		run "perf script --no-merge-callchains ${args}" "${out}" script \
-			--no-merge-callchains ${args} -F tid,cpu,time,event -i "${tmpdir}/sched.data" ||
-			continue
+			--no-merge-callchains ${args} -F tid,cpu,time,event \
+			-i "${tmpdir}/sched.data" || continue
 		got=$(awk '/PERF_RECORD_CALLCHAIN_DEFERRED/ { print $(NF - 2) }' "${out}" | xargs)
 		[ "${got}" = "${expected}" ] ||
-			fail "perf script --no-merge-callchains ${args}: records ${got:-none}, expected ${expected}"
+			fail "perf script --no-merge-callchains ${args}: records ${got:-none}," \
+				"expected ${expected}"
 	done
 	return 0
 }
@@ -196,7 +202,8 @@ test_raw_filters() {
 test_stats() {
 	local out="${tmpdir}/stats" queued
 
-	if run "perf report --stats (pipe)" "${out}" report --stats -i - <"${tmpdir}/sched.pipe"; then
+	if run "perf report --stats (pipe)" "${out}" report --stats \
+		-i - <"${tmpdir}/sched.pipe"; then
 		grep -qE "^ +SAMPLE events: +7 " "${out}" ||
 			fail "perf report --stats (pipe): not 7 samples after the tracing data"
 		[ "$(summary "${out}" joined)" = 4 ] ||

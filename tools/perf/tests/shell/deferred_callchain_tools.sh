@@ -23,7 +23,8 @@ run() {
 	perf "$@" >"${out}" 2>"${out}.err" || status=$?
 	# killed by a signal: SIGABRT, SIGBUS, SIGFPE, SIGSEGV
 	if [ "${status}" -eq 134 ] || [ "${status}" -eq 135 ] || [ "${status}" -eq 136 ] ||
-		[ "${status}" -eq 139 ] || grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
+		[ "${status}" -eq 139 ] ||
+		grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
 		fail "perf $*: crashed (exit status ${status})"
 		grep -E "Segmentation|Sanitizer|runtime error" "${out}.err" | head -n 3
 		return 1

@@ -30,7 +30,8 @@ view() {
 	else
 		perf "$@" -i "${input}" >"${out}" 2>"${out}.err" || status=$?
 	fi
-	if [ "${status}" -ne 0 ] || grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
+	if [ "${status}" -ne 0 ] ||
+		grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
 		fail "${name}: perf $* exited ${status}"
 		tail -n 5 "${out}.err"
 		return 1
@@ -76,7 +77,8 @@ test_report() {
 	# one dso each: sorted by dso the marks are two entries (children: a
 	# pipe's report learns of callchains too late to accumulate them)
 	if [ "${input%.pipe}" = "${input}" ] &&
-		view "perf report --sort dso" "${out}" "${input}" report --stdio --sort dso -g none; then
+		view "perf report --sort dso" "${out}" "${input}" \
+			report --stdio --sort dso -g none; then
 		check_marks "perf report --sort dso" "${out}" 1 1
 	fi
 	if view "perf report --stats" "${out}" "${input}" report --stats &&
@@ -120,7 +122,8 @@ test_script() {
 	if view "perf script -F time" "${out}" "${input}" script -F time --ns; then
 		times=$(grep -oE '^ *[0-9]+\.[0-9]+:' "${out}" | tr -d ' :')
 		[ "${times}" = "$(sort -n <<<"${times}")" ] ||
-			fail "perf script: samples not in time order: $(echo "${times}" | tr '\n' ' ')"
+			fail "perf script: samples not in time order:" \
+				"$(echo "${times}" | tr '\n' ' ')"
 		[ "$(wc -l <<<"${times}")" -eq 8 ] || fail "perf script: not 8 samples"
 	fi
 	if view "perf script --no-merge-callchains" "${out}" "${input}" script \
@@ -167,8 +170,8 @@ EOF
 			fail "python: no joined user frame"
 		grep -qF "${unresolved}@${unresolved}" "${out}" ||
 			fail "python: no unresolved mark as a frame"
-		grep -qF "deferredstream_top@$(command -v perf);${ambiguous}@${ambiguous}" "${out}" ||
-			fail "python: the ambiguous mark is not the outermost frame"
+		grep -qF "deferredstream_top@$(command -v perf);${ambiguous}@${ambiguous}" \
+			"${out}" || fail "python: the ambiguous mark is not the outermost frame"
 	fi
 	if perf version --build-options | grep -qE "libperl: +\[ on  \]"; then
 		cat >"${tmpdir}/count.pl" <<'EOF'
@@ -209,7 +212,8 @@ test_no_time() {
 		grep -A10 "^deferred callchains:" "${out}.timed.err" >"${out}.timed.summary" || true
 		grep -A10 "^deferred callchains:" "${out}.err" >"${out}.summary" || true
 		if ! diff "${out}.timed.summary" "${out}.summary" >"${out}.diff"; then
-			fail "perf script (no time, ${input}): joined unlike the same events with time:"
+			fail "perf script (no time, ${input}): joined unlike the same events" \
+				"with time:"
 			cat "${out}.diff"
 		fi
 	done
@@ -237,9 +241,9 @@ test_queue_size() {
 		unresolved=$(summary "${out}.err" "unresolved samples")
 		if [ "${capped:-0}" -eq 0 ] || [ "${unresolved}" != "${capped}" ] ||
 			[ "${joined:-0}" -eq 0 ] || [ $((joined + unresolved)) -ne 1000 ]; then
-			fail "16k queue (${how}): expected the oldest of 1000 samples over the cap," \
-				"the rest joined; ${capped:-no} over the cap, ${joined:-no} joined," \
-				"${unresolved:-no} unresolved"
+			fail "16k queue (${how}): expected the oldest of 1000 samples" \
+				"over the cap, the rest joined; ${capped:-no} over the cap," \
+				"${joined:-no} joined, ${unresolved:-no} unresolved"
 		fi
 	done
 	if view "perf script (default queue)" "${out}" "${input}" script &&
@@ -332,20 +336,23 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)'
 # samples join from a file's index or wait in a pipe's queue for a record
 # that comes last.
 test_inject_rounds() {
-	local input rounds
+	local input rounds samples
 
 	perf test -w deferredstream wait 5000 >"${tmpdir}/rounds.pipe"
 	perf inject -i - -o "${tmpdir}/rounds.data" <"${tmpdir}/rounds.pipe"
 	for input in rounds.data rounds.pipe; do
 		if ! view "perf inject --merge-callchains (${input})" "${tmpdir}/inject" \
-			"${tmpdir}/${input}" inject --merge-callchains -o "${tmpdir}/merged_rounds.data"; then
+			"${tmpdir}/${input}" inject --merge-callchains \
+			-o "${tmpdir}/merged_rounds.data"; then
 			continue
 		fi
 		rounds=$(perf report --stats -i "${tmpdir}/merged_rounds.data" 2>/dev/null |
 			awk '/FINISHED_ROUND events:/ { print $3 }')
 		[ "${rounds}" = 5 ] ||
-			fail "perf inject --merge-callchains (${input}): ${rounds:-no} rounds, not 5"
-		[ "$(perf script -i "${tmpdir}/merged_rounds.data" -F tid 2>/dev/null | wc -l)" = 5000 ] ||
+			fail "perf inject --merge-callchains (${input}):" \
+				"${rounds:-no} rounds, not 5"
+		samples=$(perf script -i "${tmpdir}/merged_rounds.data" -F tid 2>/dev/null | wc -l)
+		[ "${samples}" = 5000 ] ||
 			fail "perf inject --merge-callchains (${input}): not 5000 samples"
 	done
 	return 0

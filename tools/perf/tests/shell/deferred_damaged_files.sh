@@ -183,7 +183,7 @@ EOF
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
 # on stdin when its header is 16 bytes); EXPECT "refused" or "read".
 check() {
-	local file=$tmpdir/$1 expect=$2 status cmd
+	local file=$tmpdir/$1 expect=$2 status cmd first
 
 	for cmd in script "report -D"; do
 		status=0
@@ -219,7 +219,8 @@ check() {
 			head -n 8 "$tmpdir/err"
 			err=1
 		else
-			echo "ok: perf $cmd on $1: exit $status$(head -n 1 "$tmpdir/err" | sed 's/^/, /')"
+			first=$(head -n 1 "$tmpdir/err" | sed 's/^/, /')
+			echo "ok: perf $cmd on $1: exit $status$first"
 		fi
 	done
 }

@@ -93,7 +93,8 @@ test_same_user_frames() {
 		# Every sample in read() that reaches the chain's top holds all
 		# of it. (A sample in a prologue misses its caller, with fp as
 		# with defer: one in user mode, or a page fault on the stack.)
-		if grep -v "${chain} read\$" "${tmpdir}/${mode}.stacks" | grep -q "^[1-9].* read\$"; then
+		if grep -v "${chain} read\$" "${tmpdir}/${mode}.stacks" |
+			grep -q "^[1-9].* read\$"; then
 			echo "  ${mode}: broken stacks:"
 			grep -v "${chain} read\$" "${tmpdir}/${mode}.stacks" |
 				grep "^[1-9].* read\$" | sort | uniq -c | head -5
@@ -102,7 +103,8 @@ test_same_user_frames() {
 		# The user frames of samples in read(), most frequent first (page
 		# faults in user code come and go with the machine's load).
 		awk '$1 > 0 && $3 == "read" { print $2 }' "${tmpdir}/${mode}.stacks" |
-			sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }' > "${tmpdir}/${mode}.top"
+			sort | uniq -c | sort -rn |
+			awk 'NR == 1 { print $2 }' > "${tmpdir}/${mode}.top"
 	done
 	if [ ! -s "${tmpdir}/fp.top" ]; then
 		echo "  no fp sample in read()"
@@ -145,7 +147,8 @@ test_summary() {
 	fi
 	stats=$(cat "${tmpdir}/defer.stats")
 	if [ "$(echo "${stats}" | summary /dev/stdin "deferred samples")" != "${deferred}" ] ||
-		[ "$(echo "${stats}" | summary /dev/stdin "unresolved samples")" != "${unresolved}" ]; then
+		[ "$(echo "${stats}" | summary /dev/stdin "unresolved samples")" != \
+			"${unresolved}" ]; then
 		echo "  perf report --stats disagrees with perf script:"
 		echo "${stats}" | grep -A9 "deferred callchains:"
 		err=1
@@ -252,7 +255,8 @@ test_per_thread() {
 	for opt in --per-thread --no-inherit; do
 		perf record -q -e cpu-clock -c 1000000 --call-graph fp,defer "${opt}" -o "${data}" \
 			-- perf test -w syscallchain 1
-		if ! perf evlist -v -i "${data}" | grep -q "sample_type: .*TIME.*CALLCHAIN_DEFERRED"; then
+		if ! perf evlist -v -i "${data}" |
+			grep -q "sample_type: .*TIME.*CALLCHAIN_DEFERRED"; then
 			echo "  ${opt}: no PERF_SAMPLE_TIME with deferred callchains:"
 			perf evlist -v -i "${data}" | grep -o "sample_type: [^,]*"
 			err=1
@@ -262,7 +266,8 @@ test_per_thread() {
 		deferred=$(summary "${tmpdir}/per_thread.summary" "deferred samples")
 		unresolved=$(summary "${tmpdir}/per_thread.summary" "unresolved samples")
 		lost=$(summary "${tmpdir}/per_thread.summary" "lost records")
-		if [ "${deferred:-0}" -eq 0 ] || ! grep -q syscallchain_top "${tmpdir}/per_thread.out"; then
+		if [ "${deferred:-0}" -eq 0 ] ||
+			! grep -q syscallchain_top "${tmpdir}/per_thread.out"; then
 			echo "  ${opt}: no joined user stack:"
 			cat "${tmpdir}/per_thread.summary"
 			err=1

@@ -78,7 +78,8 @@ test_lossy() {
 			"${ambiguous}" ] || fail "not ${ambiguous} ambiguous marks"
 		[ "${unresolved}" -gt 0 ] ||
 			fail "no sample unresolved, yet a system call was cut short"
-		echo "  ${lost} lost: ${deferred} deferred, ${unresolved} unresolved, ${ambiguous} ambiguous"
+		echo "  ${lost} lost: ${deferred} deferred, ${unresolved} unresolved," \
+			"${ambiguous} ambiguous"
 	fi
 	# Other fields (srcline, slow under emulation, has the views test on
 	# the host)

@@ -158,10 +158,12 @@ test_defer_whole() {
 		leaf=${where#* }
 		got=$(grep -c "^${where};" "${tmpdir}/fp-defer.stacks" || true)
 		if [ "${got}" -lt 5 ]; then
-			echo "  fp,defer: ${got} ${where%% *}-mode samples in ${leaf}, expected 5 or more"
+			echo "  fp,defer: ${got} ${where%% *}-mode samples in ${leaf}," \
+				"expected 5 or more"
 			err=1
 		fi
-		if grep "^${where};" "${tmpdir}/fp-defer.stacks" | grep -qv "^${where};${whole}\$"; then
+		if grep "^${where};" "${tmpdir}/fp-defer.stacks" |
+			grep -qv "^${where};${whole}\$"; then
 			echo "  fp,defer: broken stacks from ${leaf}:"
 			grep "^${where};" "${tmpdir}/fp-defer.stacks" | grep -v "${whole}\$" |
 				sort | uniq -c | head -5

@@ -113,7 +113,8 @@ check_whole() {
 	if [ "${samples}" -lt "${min_samples}" ]; then
 		fail "${name}: ${samples} samples, expected ${min_samples} or more"
 	elif [ $((whole * 100)) -lt $((samples * min_whole)) ]; then
-		fail "${name}: ${whole} of ${samples} whole, expected ${min_whole}% or more; the most frequent broken ones:"
+		fail "${name}: ${whole} of ${samples} whole, expected ${min_whole}% or more;" \
+			"the most frequent broken ones:"
 		grep "^broken" "${stacks}" | cut -d';' -f1-4 | sort | uniq -c | sort -rn | head -8
 	fi
 }
@@ -154,13 +155,15 @@ test_same_as_dwarf() {
 				wrong++
 			}
 		}
-		END { print compared + 0, wrong + 0 }' "${tmpdir}/dwarf.pairs" "${tmpdir}/defer.pairs")
+		END { print compared + 0, wrong + 0 }' \
+		"${tmpdir}/dwarf.pairs" "${tmpdir}/defer.pairs")
 	read -r compared missing <<<"${counts}"
 	echo "  ${missing} of ${compared} callers not dwarf's"
 	if ! grep -q ' __libc_start_call_main$' "${tmpdir}/dwarf.pairs"; then
 		fail "dwarf found no stack back to __libc_start_call_main (no DWARF unwinder?)"
 	elif [ "${compared}" -lt 1000 ] || [ $((missing * 100)) -gt $((compared * 5)) ]; then
-		fail "${missing} of ${compared} callers are not dwarf's, expected 5% at most; the most frequent:"
+		fail "${missing} of ${compared} callers are not dwarf's, expected 5% at most;" \
+			"the most frequent:"
 		sort "${tmpdir}/missing.pairs" | uniq -c | sort -rn | head -8
 	fi
 }
@@ -208,7 +211,8 @@ int main(int argc, char **argv)
 	return crc == 1;
 }
 EOF
-	if ! ${CC:-cc} -O2 -o "${tmpdir}/dl_crc" "${tmpdir}/dl_crc.c" -ldl 2>"${tmpdir}/cc.err"; then
+	if ! ${CC:-cc} -O2 -o "${tmpdir}/dl_crc" "${tmpdir}/dl_crc.c" -ldl \
+		2>"${tmpdir}/cc.err"; then
 		fail "the dlopen() program does not build:"
 		cat "${tmpdir}/cc.err"
 		return
