@@ -580,3 +580,32 @@ leak_results() {
 		fi
 	done
 }
+
+# checkpatch_findings FILE OPTION...: what scripts/checkpatch.pl --strict
+# finds in FILE (a patch, or a source file with -f), one finding per line;
+# exit status 2 when it did not run. Never waived: CamelCase is, for the
+# names of C99's <inttypes.h> (PRIu64..., tools/perf prints with them),
+# <elf.h> (Elf64_Phdr..., the selftests read ELF files) and <dlfcn.h>
+# (Dl_info, Lmid_t, tools/sframe loads with them): --no-tree cannot know
+# them.
+checkpatch_findings() {
+	local f=$1 report status=0 scratch=$BUILD/checkpatch
+
+	shift
+	mkdir -p "$scratch"
+	# GIT_DIR: no git repository for checkpatch. In one, it checks a
+	# file that git tracks as a source file even when it is a patch
+	# (git_is_single_file()), so every blank context line reads as added
+	# trailing whitespace. It writes a camelcase cache into its working
+	# directory: run it in build/, never in the repository.
+	report=$(cd "$scratch" &&
+		GIT_DIR=/nonexistent perl "$TREE/scripts/checkpatch.pl" --strict --no-tree \
+			--terse --show-types --no-summary "$@" "$f" 2>&1) || status=$?
+	if [ "$status" -gt 1 ]; then
+		echo "checkpatch.pl did not run on $f (exit status $status): ${report:0:200}"
+		return 2
+	fi
+	echo "$report" | grep -E ': (ERROR|WARNING|CHECK):' |
+		grep -vE 'CHECK:CAMELCASE: Avoid CamelCase: <(PRI[a-zA-Z]+(8|16|32|64|MAX|PTR)|Elf(32|64)_[A-Z][a-z]+|Dl_info|Lmid_t)>' |
+		sed "s|$TOP/||" || true
+}
