@@ -2,8 +2,9 @@
 # Deferred user-space callchains for perf: the testbed. Each target runs one
 # script of harness/, which a person can also run by hand.
 
-.PHONY: all check demo tree export patch kernel bench-kernel perf selftests clean \
-	compare-base bench-processing bench-record stress fuzz-attr fuzz-perf boot-count
+.PHONY: all check demo tree export patch series kernel bench-kernel perf \
+	selftests clean compare-base bench-processing bench-record stress fuzz-attr fuzz-perf \
+	boot-count
 
 all: kernel perf selftests
 
@@ -65,6 +66,11 @@ export:
 patch:
 	harness/combined-patch
 
+# The overlay as a patch series in build/series: a cover letter and one
+# patch per topic, in git format-patch form (series/README).
+series:
+	harness/series
+
 kernel: tree
 	harness/build-kernel test
 
@@ -82,4 +88,4 @@ clean:
 		build/selftests build/vm build/demo build/compare build/bench-processing \
 		build/bench-processing-large \
 		build/bench-record build/perf-asan build/fuzz build/kernel-base-test \
-		build/boot-count
+		build/boot-count build/series
