@@ -2,7 +2,7 @@
 # Deferred user-space callchains for perf: the testbed. Each target runs one
 # script of harness/, which a person can also run by hand.
 
-.PHONY: all check demo tree export patch series kernel bench-kernel perf \
+.PHONY: all check demo tree export patch series series-check kernel bench-kernel perf \
 	selftests clean compare-base bench-processing bench-record stress fuzz-attr fuzz-perf \
 	boot-count
 
@@ -71,6 +71,12 @@ patch:
 series:
 	harness/series
 
+# The series applied with git am to the pristine base, checkpatch.pl on every
+# patch and its message, and every step built (make check runs all but the
+# builds).
+series-check:
+	harness/series-check
+
 kernel: tree
 	harness/build-kernel test
 
@@ -88,4 +94,4 @@ clean:
 		build/selftests build/vm build/demo build/compare build/bench-processing \
 		build/bench-processing-large \
 		build/bench-record build/perf-asan build/fuzz build/kernel-base-test \
-		build/boot-count build/series
+		build/boot-count build/series build/series-check
