@@ -94,4 +94,4 @@ clean:
 		build/selftests build/vm build/demo build/compare build/bench-processing \
 		build/bench-processing-large \
 		build/bench-record build/perf-asan build/fuzz build/kernel-base-test \
-		build/boot-count build/series build/series-check
+		build/boot-count build/series build/series-check build/progs

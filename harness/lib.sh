@@ -340,7 +340,7 @@ HELD_TRACEPOINTS=(
 	signal:signal_generate signal:signal_deliver task:task_newtask
 	timer:hrtimer_expire_entry unwind:unwind_deferred_walk
 )
-# The kernel functions the attr fuzzer puts kprobes on (deferred_fuzz_attr.c).
+# The kernel functions the attr fuzzer puts kprobes on (harness/fuzz-attr.c).
 HELD_KPROBES=(ksys_read __x64_sys_getppid __x64_sys_sched_yield)
 
 # Under QEMU's TCG a vCPU may go on running its translation of kernel text

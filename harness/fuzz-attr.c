@@ -60,7 +60,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "../../../../lib/test_unwind_deferred_uapi.h"
+#include "test_unwind_deferred_uapi.h"
 
 #define ARRAY_SIZE(a)		(sizeof(a) / sizeof((a)[0]))
 

@@ -35,7 +35,7 @@
  * (no splat), leaks and perf's own summary are checked by the script that
  * runs this (harness/stress-guest).
  *
- * Build with frame pointers and no sibling calls (see Makefile).
+ * Built with frame pointers and no sibling calls (harness/build-selftests).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -57,7 +57,7 @@
 /* For deferred_util.h; this program reports through kselftest.h alone. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "../kselftest_harness.h"
+#include "kselftest_harness.h"
 #pragma GCC diagnostic pop
 #include "deferred_ring.h"
 #include "deferred_util.h"
