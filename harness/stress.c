@@ -1350,6 +1350,8 @@ struct centry {
 	__u64 rings;		/* the rings of the family that got a record */
 	__u64 time;		/* of the latest sample */
 	__u64 rtime;		/* of the first record */
+	__u64 id;		/* the event of the latest sample */
+	__u32 cpu;		/* and its CPU */
 };
 
 struct ctab {
@@ -1505,6 +1507,8 @@ struct domain;
 
 struct evinfo {
 	__u64 id;
+	__u32 type;		/* its attr's, for the log of a missing record */
+	__u64 config;
 	bool uprobe;
 	int fd;
 	struct domain *d;	/* the family of the ring it writes into */
@@ -1627,6 +1631,8 @@ static void on_sample(struct sring *s, const struct ring_record *rr)
 	} else {
 		e->pending++;
 		e->time = rr->time;
+		e->id = rr->id;
+		e->cpu = rr->cpu;
 	}
 	if (d->excuse_last) {
 		e = ctab_get(&d->last, rr->tid + 1ULL);
@@ -1874,6 +1880,28 @@ static void dump_pending(const struct domain *d)
 	}
 }
 
+/*
+ * Which other families got the record of a cookie that @d missed: none
+ * (the kernel wrote it nowhere), or all but @d (it skipped @d's buffers).
+ */
+static void report_elsewhere(const struct domain *d, __u64 cookie)
+{
+	int i;
+
+	for (i = 0; i < nr_domains; i++) {
+		const struct domain *o = &domains[i];
+		const struct centry *e;
+
+		if (o == d || !o->t.e)
+			continue;
+		e = ctab_find(&o->t, cookie);
+		if (e)
+			ksft_print_msg("  %#llx in %s: tid %u, %u samples waiting, rings %#llx, record at %llu\n",
+				       ULL(cookie), o->name, e->tid1 - 1, e->pending,
+				       ULL(e->rings), ULL(e->rtime));
+	}
+}
+
 static void domain_finish(struct domain *d)
 {
 	struct stats *st = d->st;
@@ -1883,6 +1911,7 @@ static void domain_finish(struct domain *d)
 
 	for (i = 0; i < d->t.cap; i++) {
 		const struct centry *e = &d->t.e[i];
+		const struct evinfo *ev;
 		const struct centry *last;
 
 		if (!e->key || !e->pending)
@@ -1912,8 +1941,11 @@ static void domain_finish(struct domain *d)
 				missed[nr_missed++] = e->key;
 			if (shown++ >= 20)
 				continue;
-			ksft_print_msg("unresolved: %s: %u samples, tid %u, %#llx at %llu\n",
-				       d->name, e->pending, e->tid1 - 1, ULL(e->key), ULL(e->time));
+			ev = ev_find(e->id);
+			ksft_print_msg("unresolved: %s: %u samples, tid %u, %#llx at %llu on cpu %u, event type %u config %llu\n",
+				       d->name, e->pending, e->tid1 - 1, ULL(e->key), ULL(e->time),
+				       e->cpu, ev ? ev->type : ~0U, ULL(ev ? ev->config : 0));
+			report_elsewhere(d, e->key);
 			st->n[S_UNRESOLVED] += e->pending - 1;
 		}
 	}
@@ -1921,6 +1953,10 @@ static void domain_finish(struct domain *d)
 		dump_pending(d);
 		trace_dump(d);
 	}
+}
+
+static void domain_free(struct domain *d)
+{
 	ctab_free(&d->t);
 	ctab_free(&d->last);
 }
@@ -1972,6 +2008,8 @@ static int open_event(struct perf_event_attr *attr, pid_t pid, int cpu, int grou
 		return -1;
 	}
 	events[nr_events].id = id;
+	events[nr_events].type = attr->type;
+	events[nr_events].config = attr->config;
 	events[nr_events].fd = fd;
 	events[nr_events].d = d;
 	events[nr_events++].uprobe = uprobe;
@@ -2425,6 +2463,7 @@ static void churn_once(void)
 	if (d.lost || lost_count(fd) || (fd2 >= 0 && lost_count(fd2)))
 		d.lossy = true;
 	domain_finish(&d);
+	domain_free(&d);
 	if (churn_stats.n[S_UNRESOLVED] != unresolved)
 		ksft_print_msg("churn of tid %d: op %d, %s, on %llu, off %llu, on %llu, off %llu\n",
 			       tid, op, fd2 >= 0 ? "with sched_switch" : "alone", ULL(on),
@@ -3137,8 +3176,11 @@ static int checker_main(int argc, char **argv)
 					       ULL(e->rings), ULL(e->rtime));
 		}
 	}
+	/* all first, so that each can look the others' cookies up */
 	for (i = 0; i < nr_domains; i++)
 		domain_finish(&domains[i]);
+	for (i = 0; i < nr_domains; i++)
+		domain_free(&domains[i]);
 	merge_stats(&main_stats, &churn_stats);
 	for (i = 0; i < nr_rings; i++)
 		close_ring(&rings[i].r);
