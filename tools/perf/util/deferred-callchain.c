@@ -507,7 +507,11 @@ int deferred_callchains__index_record(struct deferred_callchains *dc,
 				      const union perf_event *record, u32 tid,
 				      u64 time, u64 offset)
 {
-	return deferred_callchains__index_add(dc, tid, time, offset, record);
+	int err = deferred_callchains__index_add(dc, tid, time, offset, record);
+
+	if (!err)
+		dc->index_records++;
+	return err;
 }
 
 int deferred_callchains__index_exit(struct deferred_callchains *dc, u32 tid,
@@ -954,6 +958,10 @@ int deferred_callchains__flush(struct deferred_callchains *dc)
 	if (dc->index) {
 		pr_debug("deferred callchains: the index of records held at most %" PRIu64
 			 " bytes\n", dc->index_peak_bytes);
+		/* the index's own walk over the data against the reader's */
+		if (dc->index_horizon == DEFERRED_INDEX__END)
+			pr_debug("deferred callchains: %" PRIu64 " records indexed, %" PRIu64
+				 " read\n", dc->index_records, dc->stats.records);
 		if (dc->stats.records > dc->index_used)
 			dc->stats.orphans += dc->stats.records - dc->index_used;
 		deferred_callchains__index_free(dc);

@@ -155,6 +155,11 @@ struct deferred_callchains {
 	/* records of the index a sample used */
 	u64				index_used;
 	/*
+	 * records indexed: once the index has read the whole data, as many
+	 * as the reader read (stats.records), or the two framed it apart
+	 */
+	u64				index_records;
+	/*
 	 * The file's deferred events have no time: the index holds file
 	 * offsets instead, and a sample's offset stands for its time.
 	 */

@@ -143,6 +143,21 @@ for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data 
 		fail "${input}: ${warned} warnings of samples past the cap, expected ${want%% *}"
 done
 
+# The index reads the data ahead of the reader, with its own walk: over a
+# whole file both count the same records, AUX area data, compressed events
+# and the other byte order included.
+echo "perf script -v: the index walks the data as the reader does"
+for input in offcpu.data offcpu-swapped.data offcpu-compressed.data offcpu-aux.data; do
+	read_as agree "${input}" script -v --no-itrace || continue
+	# "deferred callchains: N records indexed, M read"
+	got=$(awk '/ records indexed, / { print $3 " " $6 }' "${tmpdir}/agree.err")
+	if [ -z "${got}" ]; then
+		fail "${input}: the index did not read the whole file"
+	elif [ "${got% *}" != "${got#* }" ] || [ "${got% *}" -eq 0 ]; then
+		fail "${input}: ${got% *} records indexed, ${got#* } read"
+	fi
+done
+
 # The index of a large file holds a window of it, not all its records.
 echo "perf script -v: the index's memory"
 perf test -w deferredstream bench 200000 defer >"${tmpdir}/bench.data"
