@@ -25,20 +25,6 @@ same_but() {
 	diff "$1.cmp" "$2.cmp" >"$1.diff"
 }
 
-# Runs one perf command; an error, a crash or a sanitizer report fails.
-run() {
-	local name=$1 out=$2 status=0
-
-	shift 2
-	perf "$@" >"${out}" 2>"${out}.err" || status=$?
-	if [ "${status}" -ne 0 ] ||
-		grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
-		fail "${name}: perf $* exited ${status}"
-		tail -n 5 "${out}.err"
-		return 1
-	fi
-	return 0
-}
 
 setup() {
 	# perf sched reads files only: the workload writes one itself
@@ -55,8 +41,8 @@ setup() {
 test_latency() {
 	local out="${tmpdir}/latency" expected got
 
-	run "perf sched latency" "${out}" sched latency -i "${tmpdir}/sched.data" || return 0
-	run "perf sched latency (fp)" "${out}.fp" sched latency -i "${tmpdir}/fp.data" || return 0
+	perf_run "${out}" sched latency -i "${tmpdir}/sched.data" || return 0
+	perf_run "${out}.fp" sched latency -i "${tmpdir}/fp.data" || return 0
 	if grep -qE "delta: .* < 0|unordered timestamps" "${out}" "${out}.err"; then
 		fail "perf sched latency: switches out of time order"
 	fi
@@ -83,8 +69,8 @@ task-c:1003 1 2.000 2.000 1.030000 1.032000"
 test_timehist() {
 	local out="${tmpdir}/timehist" times
 
-	run "perf sched timehist" "${out}" sched timehist -i "${tmpdir}/sched.data" || return 0
-	run "perf sched timehist (fp)" "${out}.fp" sched timehist -i "${tmpdir}/fp.data" ||
+	perf_run "${out}" sched timehist -i "${tmpdir}/sched.data" || return 0
+	perf_run "${out}.fp" sched timehist -i "${tmpdir}/fp.data" ||
 		return 0
 	times=$(awk '$1 ~ /^[0-9]+\.[0-9]+$/ { print $1 }' "${out}")
 	[ "$(echo "${times}" | wc -w)" -eq 6 ] ||
@@ -109,8 +95,8 @@ test_timehist() {
 test_map() {
 	local out="${tmpdir}/map"
 
-	run "perf sched map" "${out}" sched map -i "${tmpdir}/sched.data" || return 0
-	run "perf sched map (fp)" "${out}.fp" sched map -i "${tmpdir}/fp.data" || return 0
+	perf_run "${out}" sched map -i "${tmpdir}/sched.data" || return 0
+	perf_run "${out}.fp" sched map -i "${tmpdir}/fp.data" || return 0
 	[ "$(grep -c 'secs' "${out}")" -eq 5 ] ||
 		fail "perf sched map: $(grep -c 'secs' "${out}") switches, expected 5"
 	if ! same_but "${out}" "${out}.fp" INFO; then
@@ -120,7 +106,7 @@ test_map() {
 	# --color-pids marks a thread in the runtime data map mode keeps for
 	# every thread: it once stored the mark in the same private pointer,
 	# and perf sched map took it for that data (SIGSEGV).
-	run "perf sched map --color-pids" "${out}.color" \
+	perf_run "${out}.color" \
 		sched map --color-pids 1002 -i "${tmpdir}/sched.data" || return 0
 	[ "$(grep -c 'secs' "${out}.color")" -eq 5 ] ||
 		fail "perf sched map --color-pids: $(grep -c 'secs' "${out}.color") switches," \
@@ -154,10 +140,10 @@ EOF
 1.032000000 swapper ?"
 	for input in sched.data sched.pipe; do
 		if [ "${input}" = sched.pipe ]; then
-			run "perl (${input})" "${out}" script -s "${tmpdir}/frames.pl" -i - \
+			perf_run "${out}" script -s "${tmpdir}/frames.pl" -i - \
 				<"${tmpdir}/${input}" || continue
 		else
-			run "perl (${input})" "${out}" script -s "${tmpdir}/frames.pl" \
+			perf_run "${out}" script -s "${tmpdir}/frames.pl" \
 				-i "${tmpdir}/${input}" || continue
 		fi
 		got=$(grep -E '^[0-9]+\.[0-9]+ ' "${out}")
@@ -184,7 +170,7 @@ test_raw_filters() {
 		expected=${args#*:}
 		args=${args%%:*}
 		# shellcheck disable=SC2086 # the arguments split on purpose
-		run "perf script --no-merge-callchains ${args}" "${out}" script \
+		perf_run "${out}" script \
 			--no-merge-callchains ${args} -F tid,cpu,time,event \
 			-i "${tmpdir}/sched.data" || continue
 		got=$(awk '/PERF_RECORD_CALLCHAIN_DEFERRED/ { print $(NF - 2) }' "${out}" | xargs)
@@ -202,19 +188,19 @@ test_raw_filters() {
 test_stats() {
 	local out="${tmpdir}/stats" queued
 
-	if run "perf report --stats (pipe)" "${out}" report --stats \
+	if perf_run "${out}" report --stats \
 		-i - <"${tmpdir}/sched.pipe"; then
 		grep -qE "^ +SAMPLE events: +7 " "${out}" ||
 			fail "perf report --stats (pipe): not 7 samples after the tracing data"
 		[ "$(summary "${out}" joined)" = 4 ] ||
 			fail "perf report --stats (pipe): not 4 joined samples"
 	fi
-	run "perf report --stats (fp pipe)" "${out}" --debug ordered-events=1 report --stats \
+	perf_run "${out}" --debug ordered-events=1 report --stats \
 		-i - <"${tmpdir}/fp.pipe" || return 0
 	queued=$(grep -c "nr_events [1-9]" "${out}.err" || true)
 	[ "${queued}" -eq 0 ] ||
 		fail "perf report --stats orders the events of a pipe that defers nothing"
-	run "perf report --stats (pipe)" "${out}" --debug ordered-events=1 report --stats \
+	perf_run "${out}" --debug ordered-events=1 report --stats \
 		-i - <"${tmpdir}/sched.pipe" || return 0
 	queued=$(grep -c "nr_events [1-9]" "${out}.err" || true)
 	[ "${queued}" -gt 0 ] ||

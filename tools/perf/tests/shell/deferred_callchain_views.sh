@@ -22,21 +22,14 @@ ambiguous="[user stack ambiguous]"
 # Runs one perf command on an input (a pipe stream if it ends in .pipe);
 # a crash, a sanitizer report or an error fails.
 view() {
-	local name=$1 out=$2 input=$3 status=0
+	local out=$1 input=$2
 
-	shift 3
+	shift 2
 	if [ "${input%.pipe}" != "${input}" ]; then
-		perf "$@" -i - <"${input}" >"${out}" 2>"${out}.err" || status=$?
+		perf_run "${out}" "$@" -i - <"${input}"
 	else
-		perf "$@" -i "${input}" >"${out}" 2>"${out}.err" || status=$?
+		perf_run "${out}" "$@" -i "${input}"
 	fi
-	if [ "${status}" -ne 0 ] ||
-		grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
-		fail "${name}: perf $* exited ${status}"
-		tail -n 5 "${out}.err"
-		return 1
-	fi
-	return 0
 }
 
 # Both marks, each on its own, as many times as expected.
@@ -67,7 +60,7 @@ test_report() {
 	for args in "" "-G" "--no-children" "--no-children -G" "--sort dso,sym" \
 		"--sort dso,sym --no-children" "-g caller" "-g folded" "--stats"; do
 		# shellcheck disable=SC2086 # the arguments split on purpose
-		view "perf report ${args}" "${out}" "${input}" report --stdio ${args} || continue
+		view "${out}" "${input}" report --stdio ${args} || continue
 		[ "${args}" = "--stats" ] && continue
 		grep -qF "${unresolved}" "${out}" ||
 			fail "perf report ${args}: no ${unresolved}"
@@ -77,11 +70,11 @@ test_report() {
 	# one dso each: sorted by dso the marks are two entries (children: a
 	# pipe's report learns of callchains too late to accumulate them)
 	if [ "${input%.pipe}" = "${input}" ] &&
-		view "perf report --sort dso" "${out}" "${input}" \
+		view "${out}" "${input}" \
 			report --stdio --sort dso -g none; then
 		check_marks "perf report --sort dso" "${out}" 1 1
 	fi
-	if view "perf report --stats" "${out}" "${input}" report --stats &&
+	if view "${out}" "${input}" report --stats &&
 		! grep -qE "unresolved samples: +2$" "${out}"; then
 		fail "perf report --stats: no summary with 2 unresolved samples"
 	fi
@@ -92,7 +85,7 @@ test_report() {
 test_script() {
 	local input=$1 out="${tmpdir}/script" times args
 
-	if view "perf script" "${out}" "${input}" script; then
+	if view "${out}" "${input}" script; then
 		# one frame each: two unresolved samples, one ambiguous
 		check_marks "perf script" "${out}" 2 1
 		grep -q "deferredstream_leaf" "${out}" ||
@@ -100,39 +93,39 @@ test_script() {
 		grep -qE "^ +deferred samples: +7$" "${out}.err" ||
 			fail "perf script: no summary on stderr"
 	fi
-	view "perf script -F +srcline,+symoff" "${out}" "${input}" script \
+	view "${out}" "${input}" script \
 		-F +srcline,+symoff &&
 		# the frame, then its source line, unknown: the symbol and offset
 		check_marks "perf script -F +srcline,+symoff" "${out}" 4 2
 	# by addresses alone: the mark in the chain, by name, once (not a 0)
-	if view "perf script -F ip" "${out}" "${input}" script -F ip; then
+	if view "${out}" "${input}" script -F ip; then
 		check_marks "perf script -F ip" "${out}" 2 1
 		if grep -qE '^[[:space:]]+0$' "${out}"; then
 			fail "perf script -F ip: a mark printed as address 0"
 		fi
 	fi
 	# without a callchain the mark ends the sample's line
-	if view "perf script -F comm,tid,time,event" "${out}" "${input}" script \
+	if view "${out}" "${input}" script \
 		-F comm,tid,time,event; then
 		check_marks "perf script -F comm,tid,time,event" "${out}" 2 1
 		[ "$(grep -cE '\[user stack (unresolved|ambiguous)\]$' "${out}")" -eq 3 ] ||
 			fail "perf script -F comm,tid,time,event: a mark does not end its line"
 	fi
 	# time order, joined samples included
-	if view "perf script -F time" "${out}" "${input}" script -F time --ns; then
+	if view "${out}" "${input}" script -F time --ns; then
 		times=$(grep -oE '^ *[0-9]+\.[0-9]+:' "${out}" | tr -d ' :')
 		[ "${times}" = "$(sort -n <<<"${times}")" ] ||
 			fail "perf script: samples not in time order:" \
 				"$(echo "${times}" | tr '\n' ' ')"
 		[ "$(wc -l <<<"${times}")" -eq 8 ] || fail "perf script: not 8 samples"
 	fi
-	if view "perf script --no-merge-callchains" "${out}" "${input}" script \
+	if view "${out}" "${input}" script \
 		--no-merge-callchains &&
 		[ "$(grep -c PERF_RECORD_CALLCHAIN_DEFERRED "${out}")" -ne 3 ]; then
 		fail "perf script --no-merge-callchains: not 3 records"
 	fi
 	# records go through the samples' filters: one record is TID3's
-	if view "perf script --no-merge-callchains --tid" "${out}" "${input}" script \
+	if view "${out}" "${input}" script \
 		--no-merge-callchains --tid 1003 &&
 		[ "$(grep -c PERF_RECORD_CALLCHAIN_DEFERRED "${out}")" -ne 1 ]; then
 		fail "perf script --no-merge-callchains --tid 1003: not 1 record"
@@ -141,13 +134,13 @@ test_script() {
 	for args in "script --show-round-events" "script --dump-unsorted-raw-trace" \
 		"report -D --disable-order"; do
 		# shellcheck disable=SC2086 # the arguments split on purpose
-		if view "perf ${args}" "${out}" "${input}" ${args} &&
+		if view "${out}" "${input}" ${args} &&
 			! grep -q "deferred user callchains are not joined" "${out}.err"; then
 			fail "perf ${args}: no word that stacks are not joined"
 		fi
 	done
-	view "perf report -D" "${out}" "${input}" report -D || true
-	view "perf annotate" "${out}" "${input}" annotate --stdio || true
+	view "${out}" "${input}" report -D || true
+	view "${out}" "${input}" annotate --stdio || true
 	return 0
 }
 
@@ -165,7 +158,7 @@ def process_event(param_dict):
               for f in param_dict.get("callchain", [])]
     print(param_dict["sample"]["tid"], ";".join(frames))
 EOF
-	if view "perf script -s python" "${out}" "${input}" script -s "${tmpdir}/frames.py"; then
+	if view "${out}" "${input}" script -s "${tmpdir}/frames.py"; then
 		grep -qF "deferredstream_leaf@" "${out}" ||
 			fail "python: no joined user frame"
 		grep -qF "${unresolved}@${unresolved}" "${out}" ||
@@ -179,7 +172,7 @@ my $n = 0;
 sub process_event { $n++; }
 sub trace_end { print "perl events: $n\n"; }
 EOF
-		if view "perf script -s perl" "${out}" "${input}" script -s "${tmpdir}/count.pl" &&
+		if view "${out}" "${input}" script -s "${tmpdir}/count.pl" &&
 			! grep -qx "perl events: 8" "${out}"; then
 			fail "perl: not 8 events"
 		fi
@@ -201,9 +194,9 @@ test_no_time() {
 		fail "views-notime: the events have PERF_SAMPLE_TIME"
 	fi
 	for input in data pipe; do
-		view "perf script (no time, ${input})" "${out}" "${tmpdir}/no_time.${input}" \
+		view "${out}" "${tmpdir}/no_time.${input}" \
 			script || continue
-		view "perf script (${input})" "${out}.timed" "${tmpdir}/views.${input}" script ||
+		view "${out}.timed" "${tmpdir}/views.${input}" script ||
 			continue
 		check_marks "perf script (no time, ${input})" "${out}" 2 1
 		grep -q "deferredstream_leaf" "${out}" ||
@@ -230,10 +223,10 @@ test_queue_size() {
 	printf '[call-graph]\n\tdefer-queue-size = 16k\n' >"${tmpdir}/queue.config"
 	for how in option config; do
 		if [ "${how}" = option ]; then
-			view "perf script --defer-queue-size 16k" "${out}" "${input}" script \
+			view "${out}" "${input}" script \
 				--defer-queue-size 16k || continue
 		else
-			PERF_CONFIG="${tmpdir}/queue.config" view "call-graph.defer-queue-size" \
+			PERF_CONFIG="${tmpdir}/queue.config" view \
 				"${out}" "${input}" script || continue
 		fi
 		capped=$(summary "${out}.err" "over memory cap")
@@ -246,7 +239,7 @@ test_queue_size() {
 				"${joined:-no} joined, ${unresolved:-no} unresolved"
 		fi
 	done
-	if view "perf script (default queue)" "${out}" "${input}" script &&
+	if view "${out}" "${input}" script &&
 		[ "$(summary "${out}.err" "over memory cap")" != 0 ]; then
 		fail "the default queue: samples over the cap"
 	fi
@@ -277,14 +270,14 @@ test_queue_size() {
 test_inject() {
 	local out="${tmpdir}/inject" args
 
-	if view "perf inject" "${out}" "${tmpdir}/views.data" inject -o "${tmpdir}/kept.data" &&
-		view "perf report -D (kept)" "${out}" "${tmpdir}/kept.data" report -D &&
+	if view "${out}" "${tmpdir}/views.data" inject -o "${tmpdir}/kept.data" &&
+		view "${out}" "${tmpdir}/kept.data" report -D &&
 		[ "$(grep -c 'PERF_RECORD_CALLCHAIN_DEFERRED cookie' "${out}")" -ne 3 ]; then
 		fail "perf inject: the records were not kept"
 	fi
-	if view "perf inject --merge-callchains" "${out}" "${tmpdir}/views.data" inject \
+	if view "${out}" "${tmpdir}/views.data" inject \
 		--merge-callchains -o "${tmpdir}/merged.data" &&
-		view "perf script (merged)" "${out}" "${tmpdir}/merged.data" script; then
+		view "${out}" "${tmpdir}/merged.data" script; then
 		grep -q "deferredstream_leaf" "${out}" || fail "merged: no joined user frame"
 		# the marks, as frames of their own mappings
 		check_marks "perf script (merged)" "${out}" 2 1
@@ -292,7 +285,7 @@ test_inject() {
 		if perf evlist -v -i "${tmpdir}/merged.data" | grep -q CALLCHAIN_DEFERRED; then
 			fail "merged: the events still ask for deferred callchains"
 		fi
-		view "perf report (merged)" "${out}" "${tmpdir}/merged.data" report --stdio || true
+		view "${out}" "${tmpdir}/merged.data" report --stdio || true
 	fi
 	# the marks are the same frames in the merged file: every view the same.
 	# perf report orders branches of equal weight by where their dsos are
@@ -300,9 +293,9 @@ test_inject() {
 	for args in "script" "script -F ip,sym,dso" "report --stdio --no-children -g folded" \
 		"report --stdio --sort dso,sym -g folded,0,caller"; do
 		# shellcheck disable=SC2086 # the arguments split on purpose
-		view "perf ${args}" "${out}.joined" "${tmpdir}/views.data" ${args} || continue
+		view "${out}.joined" "${tmpdir}/views.data" ${args} || continue
 		# shellcheck disable=SC2086
-		view "perf ${args} (merged)" "${out}.merged" "${tmpdir}/merged.data" ${args} ||
+		view "${out}.merged" "${tmpdir}/merged.data" ${args} ||
 			continue
 		# but for perf report's summary of the join, which has none left
 		if [ "${args#report}" != "${args}" ]; then
@@ -341,7 +334,7 @@ test_inject_rounds() {
 	perf test -w deferredstream wait 5000 >"${tmpdir}/rounds.pipe"
 	perf inject -i - -o "${tmpdir}/rounds.data" <"${tmpdir}/rounds.pipe"
 	for input in rounds.data rounds.pipe; do
-		if ! view "perf inject --merge-callchains (${input})" "${tmpdir}/inject" \
+		if ! view "${tmpdir}/inject" \
 			"${tmpdir}/${input}" inject --merge-callchains \
 			-o "${tmpdir}/merged_rounds.data"; then
 			continue

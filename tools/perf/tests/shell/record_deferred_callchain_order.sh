@@ -14,18 +14,6 @@ deferred_test=deferred_order
 # shellcheck source=lib/deferred_callchain.sh
 . "$(dirname "$0")"/lib/deferred_callchain.sh
 
-# Runs perf; a crash or an error fails, with the end of its stderr.
-run() {
-	local out=$1 status=0
-
-	shift
-	perf "$@" >"${out}" 2>"${out}.err" || status=$?
-	if [ "${status}" -ne 0 ]; then
-		fail "perf $* exited ${status}"
-		tail -n 5 "${out}.err"
-		return 1
-	fi
-}
 
 
 # A one-page buffer and a short period: events get lost. The default views
@@ -72,9 +60,9 @@ test_lossy() {
 		fail "no sample unresolved in six lossy recordings"
 		return
 	fi
-	run "${tmpdir}/lossy.report" report --stdio -i "${data}" || true
-	run "${tmpdir}/lossy.report" report --stdio --no-children -G -i "${data}" || true
-	if run "${tmpdir}/lossy.script" script -i "${data}"; then
+	perf_run "${tmpdir}/lossy.report" report --stdio -i "${data}" || true
+	perf_run "${tmpdir}/lossy.report" report --stdio --no-children -G -i "${data}" || true
+	if perf_run "${tmpdir}/lossy.script" script -i "${data}"; then
 		deferred=$(summary "${tmpdir}/lossy.script.err" "deferred samples")
 		joined=$(summary "${tmpdir}/lossy.script.err" "joined")
 		unresolved=$(summary "${tmpdir}/lossy.script.err" "unresolved samples")
@@ -91,7 +79,7 @@ test_lossy() {
 	fi
 	# Other fields (srcline, slow under emulation, has the views test on
 	# the host)
-	run "${tmpdir}/lossy.script" script -F +symoff -i "${data}" || true
+	perf_run "${tmpdir}/lossy.script" script -F +symoff -i "${data}" || true
 }
 
 # Samples of many threads, each of them joined when its record comes: every
@@ -106,7 +94,7 @@ test_time_order() {
 	echo "Samples of many threads in time order"
 	perf record -q -e cpu-clock -F 2000 --call-graph fp,defer -o "${data}" \
 		-- perf bench sched messaging -t -g 1 -l 50 >/dev/null 2>&1 || true
-	run "${tmpdir}/threads.out" script -F tid,time --ns -i "${data}" || return
+	perf_run "${tmpdir}/threads.out" script -F tid,time --ns -i "${data}" || return
 	if [ "$(wc -l <"${tmpdir}/threads.out")" -lt 100 ]; then
 		fail "only $(wc -l <"${tmpdir}/threads.out") samples"
 	fi
@@ -155,7 +143,7 @@ test_sched() {
 	[ -z "${compress}" ] || cmds=("sched timehist")
 	for cmd in "${cmds[@]}"; do
 		# shellcheck disable=SC2086 # the subcommand splits on purpose
-		run "${tmpdir}/sched.out" ${cmd} -i "${data}" || continue
+		perf_run "${tmpdir}/sched.out" ${cmd} -i "${data}" || continue
 		# perf sched gives up on a switch older than the last one
 		if grep -q "delta: .* < 0" "${tmpdir}/sched.out" "${tmpdir}/sched.out.err"; then
 			fail "perf ${cmd}: a negative delta"
@@ -196,7 +184,7 @@ test_walk_tracepoint() {
 		tail -n 3 "${tmpdir}/walk.err"
 		return
 	fi
-	run "${tmpdir}/walk.out" script -F event -i "${data}" || return
+	perf_run "${tmpdir}/walk.out" script -F event -i "${data}" || return
 	walks=$(grep -c "unwind_deferred_walk" "${tmpdir}/walk.out" || true)
 	records=$(summary "${tmpdir}/walk.out.err" "records")
 	lost=$(summary "${tmpdir}/walk.out.err" "lost records")

@@ -41,3 +41,39 @@ timed() {
 summary() {
 	awk -v name="$2" '$0 ~ "^ *" name ":" { print $NF }' "$1"
 }
+
+# Runs perf "$@" but its first argument, the file for its output ($1.err
+# for its errors), and leaves its exit status in perf_status. A crash (a
+# signal, a sanitizer report) fails, whatever the status: returns 1 then.
+perf_status=0
+perf_run_any() {
+	local out=$1
+
+	shift
+	perf_status=0
+	perf "$@" >"${out}" 2>"${out}.err" || perf_status=$?
+	# killed by a signal: SIGABRT, SIGBUS, SIGFPE, SIGSEGV
+	if [ "${perf_status}" -eq 134 ] || [ "${perf_status}" -eq 135 ] ||
+		[ "${perf_status}" -eq 136 ] || [ "${perf_status}" -eq 139 ] ||
+		grep -qE "Segmentation|SUMMARY: .*Sanitizer|runtime error" "${out}.err"; then
+		fail "perf $*: crashed (exit status ${perf_status})"
+		grep -E "Segmentation|Sanitizer|runtime error" "${out}.err" | head -n 3
+		return 1
+	fi
+	return 0
+}
+
+# The same, and perf must succeed: an error fails too, with the end of
+# its errors.
+perf_run() {
+	local out=$1
+
+	perf_run_any "$@" || return 1
+	if [ "${perf_status}" -ne 0 ]; then
+		shift
+		fail "perf $*: exit status ${perf_status}"
+		tail -n 5 "${out}.err"
+		return 1
+	fi
+	return 0
+}
