@@ -61,6 +61,7 @@
 #pragma GCC diagnostic pop
 #include "deferred_ring.h"
 #include "deferred_util.h"
+#include "deferred_uring.h"
 
 #define ULL(x)			((unsigned long long)(x))
 #define __STR(x)		#x
@@ -471,88 +472,27 @@ static __attribute__((noipa)) void leaf_uprobe(struct worker *w)
 #endif
 }
 
-/* io_uring_workers_are_not_deferred's ring (deferred_observe.c), trimmed. */
-struct uring {
-	int fd;
-	struct io_uring_params p;
-	void *sq, *cq;
-	size_t sq_size, cq_size;
-	struct io_uring_sqe *sqes;
-	size_t sqes_size;
-	unsigned int *sq_tail, *sq_mask, *sq_array;
-	unsigned int *cq_head, *cq_tail, *cq_mask;
-	struct io_uring_cqe *cqes;
-};
-
-static void *map_or_null(size_t size, int fd, off_t off)
-{
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-		       fd, off);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void uring_close(struct uring *u)
-{
-	if (u->sqes)
-		munmap(u->sqes, u->sqes_size);
-	if (u->cq && u->cq != u->sq)
-		munmap(u->cq, u->cq_size);
-	if (u->sq)
-		munmap(u->sq, u->sq_size);
-	if (u->fd >= 0)
-		close(u->fd);
-	free(u);
-}
-
-/* A ring, or NULL with errno set. */
-static struct uring *uring_open(unsigned int entries)
+/* A ring of its own, or NULL with errno set. */
+static struct uring *uring_alloc(unsigned int entries)
 {
 	struct uring *u = calloc(1, sizeof(*u));
 	int err;
 
 	if (!u)
 		return NULL;
-	u->fd = syscall(__NR_io_uring_setup, entries, &u->p);
-	if (u->fd < 0) {
-		err = errno;
+	err = uring_setup(u, entries);
+	if (err) {
 		free(u);
-		errno = err;
+		errno = -err;
 		return NULL;
 	}
-	u->sq_size = u->p.sq_off.array + u->p.sq_entries * sizeof(__u32);
-	u->cq_size = u->p.cq_off.cqes + u->p.cq_entries * sizeof(struct io_uring_cqe);
-	if (u->p.features & IORING_FEAT_SINGLE_MMAP) {
-		if (u->cq_size > u->sq_size)
-			u->sq_size = u->cq_size;
-		u->cq_size = u->sq_size;
-	}
-	u->sq = map_or_null(u->sq_size, u->fd, IORING_OFF_SQ_RING);
-	if (!u->sq)
-		goto fail;
-	if (u->p.features & IORING_FEAT_SINGLE_MMAP)
-		u->cq = u->sq;
-	else
-		u->cq = map_or_null(u->cq_size, u->fd, IORING_OFF_CQ_RING);
-	if (!u->cq)
-		goto fail;
-	u->sqes_size = u->p.sq_entries * sizeof(struct io_uring_sqe);
-	u->sqes = map_or_null(u->sqes_size, u->fd, IORING_OFF_SQES);
-	if (!u->sqes)
-		goto fail;
-	u->sq_tail = (unsigned int *)((char *)u->sq + u->p.sq_off.tail);
-	u->sq_mask = (unsigned int *)((char *)u->sq + u->p.sq_off.ring_mask);
-	u->sq_array = (unsigned int *)((char *)u->sq + u->p.sq_off.array);
-	u->cq_head = (unsigned int *)((char *)u->cq + u->p.cq_off.head);
-	u->cq_tail = (unsigned int *)((char *)u->cq + u->p.cq_off.tail);
-	u->cq_mask = (unsigned int *)((char *)u->cq + u->p.cq_off.ring_mask);
-	u->cqes = (struct io_uring_cqe *)((char *)u->cq + u->p.cq_off.cqes);
 	return u;
-fail:
-	err = errno;
+}
+
+static void uring_free(struct uring *u)
+{
 	uring_close(u);
-	errno = err;
-	return NULL;
+	free(u);
 }
 
 /* Half NOPs, half 4 KiB reads of /dev/zero forced to an io-wq worker. */
@@ -824,7 +764,7 @@ static int worker_init(struct worker *w, int kind, unsigned long quota)
 		memset(w->buf, 1, READ_LEN);
 	}
 	if (kind == K_URING) {
-		w->u = uring_open(2 * URING_BATCH);
+		w->u = uring_alloc(2 * URING_BATCH);
 		if (!w->u)
 			return -1;
 	}
@@ -843,7 +783,7 @@ static int worker_init(struct worker *w, int kind, unsigned long quota)
 static void worker_fini(struct worker *w)
 {
 	if (w->u)
-		uring_close(w->u);
+		uring_free(w->u);
 	if (w->fd >= 0)
 		close(w->fd);
 	free(w->buf);
@@ -1975,21 +1915,14 @@ static struct domain *new_domain(const char *name, struct stats *st)
 
 static struct perf_event_attr stress_attr(__u32 type, __u64 config, __u64 period)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= type,
-		.config		= config,
-		.sample_period	= period,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.read_format	= PERF_FORMAT_LOST,
-		.use_clockid	= 1,
-		.clockid	= CLOCK_MONOTONIC,	/* that of now_ns() */
-	};
+	struct perf_event_attr attr =
+		sample_attr(type, config, period,
+			    PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN_DEFERRED);
 
+	attr.disabled = 0;
+	attr.read_format = PERF_FORMAT_LOST;
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;	/* that of now_ns() */
 	return attr;
 }
 
@@ -2058,41 +1991,14 @@ static const char * const tp_name[NR_TPS] = {
 static long long tp_id[NR_TPS];
 static char uprobe_why[600];
 
-static const char *tracefs_root(void)
-{
-	static const char * const roots[] = {
-		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
-	};
-	char path[64];
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(roots); i++) {
-		snprintf(path, sizeof(path), "%s/events", roots[i]);
-		if (!access(path, F_OK))
-			return roots[i];
-	}
-	if (mount("tracefs", roots[0], "tracefs", 0, NULL))
-		return NULL;
-	snprintf(path, sizeof(path), "%s/events", roots[0]);
-	return access(path, F_OK) ? NULL : roots[0];
-}
-
 static long long read_tp_id(const char *name)
 {
 	char path[256];
-	long long id = -1;
-	FILE *f;
 
 	if (!tracefs)
 		return -1;
 	snprintf(path, sizeof(path), "%s/events/%s/id", tracefs, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &id) != 1)
-		id = -1;
-	fclose(f);
-	return id;
+	return read_number(path);
 }
 
 static int uprobe_write(const char *line)
@@ -2755,19 +2661,6 @@ static const char *learn32(void)
 	return NULL;
 }
 
-static long read_long(const char *path)
-{
-	long v = -1;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
 static void stop_events(void)
 {
 	int i;
@@ -3015,15 +2908,15 @@ static int checker_main(int argc, char **argv)
 	nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (nr_cpus > MAX_CPUS)
 		nr_cpus = MAX_CPUS;
-	if (read_long("/proc/sys/kernel/perf_event_max_stack") > 0)
-		max_stack = read_long("/proc/sys/kernel/perf_event_max_stack");
+	if (read_number("/proc/sys/kernel/perf_event_max_stack") > 0)
+		max_stack = read_number("/proc/sys/kernel/perf_event_max_stack");
 
 	if (learn_image(&shm->img[0]))
 		ksft_exit_fail_msg("could not learn this program's addresses\n");
 	calibrate(shm->img[0].rate, ~0u);
 	shm->img[0].ready = 1;
 	if (!shm->img[0].rate[K_URING]) {
-		struct uring *u = uring_open(4);
+		struct uring *u = uring_alloc(4);
 
 		static char why[80];
 
@@ -3031,7 +2924,7 @@ static int checker_main(int argc, char **argv)
 			 u ? "works, but the calibration failed" : strerror(errno));
 		why_uring = why;
 		if (u)
-			uring_close(u);
+			uring_free(u);
 	}
 	if (readlink("/proc/self/exe", self_path, sizeof(self_path) - 1) < 0)
 		ksft_exit_fail_msg("/proc/self/exe: %s\n", strerror(errno));

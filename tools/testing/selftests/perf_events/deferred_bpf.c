@@ -333,20 +333,8 @@ static int load_prog(struct __test_metadata *_metadata, const struct prog *p)
 
 static struct perf_event_attr clock_attr(void)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= PERF_COUNT_SW_CPU_CLOCK,
-		.sample_period	= SAMPLE_PERIOD_NS,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
-
-	return attr;
+	return sample_attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
+			   SAMPLE_PERIOD_NS, PERF_SAMPLE_CALLCHAIN_DEFERRED);
 }
 
 static void open_bpf_ring(struct __test_metadata *_metadata, struct ring *r)

@@ -267,20 +267,6 @@ enum {
 	RECORD_AFTER	= 2,	/* a record follows the first sample of its cookie */
 };
 
-static size_t count_records(const struct ring *r, __u64 cookie, size_t *first)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < r->nr_rec; i++) {
-		if (r->rec[i].type != PERF_RECORD_CALLCHAIN_DEFERRED ||
-		    r->rec[i].cookie != cookie)
-			continue;
-		if (!n++)
-			*first = i;
-	}
-	return n;
-}
-
 /* Whether record rec of tid carries nr user ips, or more, starting with ips. */
 static bool record_has_stack(const struct ring_record *rec, pid_t tid,
 			     const __u64 *ips, __u64 nr)
@@ -450,7 +436,7 @@ static struct cookie_stats check_cookies(struct __test_metadata *_metadata,
 			snprintf(format_msg, sizeof(format_msg), "cookie %#llx: %s",
 				 (unsigned long long)s->cookie, why);
 
-		n = count_records(r, s->cookie, &rec);
+		n = records_of_cookie(r, s->cookie, &rec);
 		if (!n && s->cookie == stopped)
 			continue;
 		/* The buffer overflowed: a missing record may be a lost one. */
@@ -751,21 +737,6 @@ TEST(user_mode_samples_are_walked_in_place)
 	chain_fini(&c);
 }
 
-/* The user frames of a sample taken without deferral, after PERF_CONTEXT_USER. */
-static bool inline_user_part(const struct ring_record *s, const __u64 **ips, __u64 *nr)
-{
-	__u64 k;
-
-	for (k = 0; k < s->nr; k++) {
-		if (s->ips[k] != PERF_CONTEXT_USER)
-			continue;
-		*ips = &s->ips[k + 1];
-		*nr = s->nr - k - 1;
-		return true;
-	}
-	return false;
-}
-
 TEST(inline_and_deferred_agree)
 {
 	unsigned long expect[2][CHAIN_DEPTH];
@@ -897,36 +868,6 @@ static void *blocker_main(void *arg)
 	return NULL;
 }
 
-static long voluntary_switches(pid_t tid)
-{
-	char path[64], line[128];
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
-			break;
-	fclose(f);
-	return v;
-}
-
-/* Wait until tid has blocked more than "seen" times; false on timeout. */
-static bool wait_blocked(pid_t tid, long seen)
-{
-	double deadline = ring_now() + 5;
-
-	while (voluntary_switches(tid) <= seen) {
-		if (ring_now() > deadline)
-			return false;
-		usleep(1000);
-	}
-	return true;
-}
-
 /*
  * Start a blocker pinned to the first of two CPUs this task may run on,
  * cpus[]; false (the test skipped) without two.
@@ -1031,7 +972,7 @@ TEST(migrated_while_blocked)
 	EXPECT_EQ(cpus[1], r.rec[rec].cpu)
 		TH_LOG("expected the record written on CPU %d after migration, seen CPU %llu",
 		       cpus[1], (unsigned long long)r.rec[rec].cpu);
-	nrec = count_records(&r, cookie, &i);
+	nrec = records_of_cookie(&r, cookie, &i);
 	EXPECT_EQ(1, nrec) TH_LOG("cookie %#llx: expected 1 record, saw %zu",
 				  (unsigned long long)cookie, nrec);
 
@@ -1235,13 +1176,8 @@ static int follow_child(struct ring *r, struct chain *c, pid_t child)
 			     r->rec[i].tid == (__u32)child;
 		seen = r->nr_rec;
 		__atomic_store_n(c->shared_samples, n, __ATOMIC_RELAXED);
-		if (waitpid(child, &status, WNOHANG) == child)
+		if (child_done(child, deadline, &status))
 			break;
-		if (ring_now() > deadline) {
-			kill(child, SIGKILL);
-			waitpid(child, &status, 0);
-			break;
-		}
 		usleep(1000);
 	}
 	ring_drain(r);
@@ -1581,7 +1517,7 @@ TEST(exit_with_pending_samples)
 		const struct ring_record *s = &r.rec[i];
 
 		if (s->type != PERF_RECORD_SAMPLE || s->tid != (__u32)child ||
-		    !s->cookie || !count_records(&r, s->cookie, &rec))
+		    !s->cookie || !records_of_cookie(&r, s->cookie, &rec))
 			continue;
 		if (r.rec[rec].nr && r.rec[rec].ips[0] == c->exit_ret)
 			in_exit++;
@@ -2222,7 +2158,7 @@ TEST(close_with_walk_pending)
 	EXPECT_LE(1, joined)
 		TH_LOG("want a cookie with its record in the new buffer, %d samples, %d cookies",
 		       st.samples, st.cookies);
-	EXPECT_EQ(0, count_records(&r, stale, &rec))
+	EXPECT_EQ(0, records_of_cookie(&r, stale, &rec))
 		TH_LOG("the closed event's cookie %#llx has a record in the new buffer",
 		       (unsigned long long)stale);
 	TH_LOG("closed in attempt %d, readv() of %d MiB; then %d samples, %d cookies",
@@ -2430,17 +2366,8 @@ static void uprobe_sample(struct __test_metadata *_metadata,
  */
 TEST_F(uprobe, samples_are_not_deferred)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_TRACEPOINT,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
+	struct perf_event_attr attr = sample_attr(PERF_TYPE_TRACEPOINT, 0, 1,
+						  PERF_SAMPLE_CALLCHAIN_DEFERRED);
 	struct perf_event_attr clock = clock_attr(PERF_COUNT_SW_CPU_CLOCK, true);
 	int samples = 0, bad_cookie = 0, bad_user = 0, bad_chain = 0, bad_ip = 0;
 	int records = 0, mine = 0;
@@ -2549,17 +2476,8 @@ static void uprobes_area(unsigned long *start, unsigned long *end)
  */
 TEST_F(uprobe, uretprobe_samples_are_not_deferred)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_TRACEPOINT,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
+	struct perf_event_attr attr = sample_attr(PERF_TYPE_TRACEPOINT, 0, 1,
+						  PERF_SAMPLE_CALLCHAIN_DEFERRED);
 	int samples = 0, bad_cookie = 0, bad_user = 0, bad_chain = 0, bad_ip = 0;
 	int tramp = 0, records = 0, mine = 0;
 	char chain_msg[200] = "", ip_msg[80] = "";

@@ -86,43 +86,6 @@ static __attribute__((noipa)) long sampling(bool on)
 			   PR_TASK_PERF_EVENTS_DISABLE, 0, 0, 0, 0, 0);
 }
 
-/* The user frames of a sample walked in place, after PERF_CONTEXT_USER. */
-static bool inline_user_part(const struct ring_record *s, const __u64 **ips, __u64 *nr)
-{
-	__u64 k;
-
-	for (k = 0; k < s->nr; k++) {
-		if (s->ips[k] != PERF_CONTEXT_USER)
-			continue;
-		*ips = &s->ips[k + 1];
-		*nr = s->nr - k - 1;
-		return true;
-	}
-	*ips = NULL;
-	*nr = 0;
-	return false;
-}
-
-/* The tracefs mount; mounted at /sys/kernel/tracing when there is none. */
-static const char *tracefs_root(void)
-{
-	static const char * const roots[] = {
-		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
-	};
-	char path[64];
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(roots); i++) {
-		snprintf(path, sizeof(path), "%s/events", roots[i]);
-		if (!access(path, F_OK))
-			return roots[i];
-	}
-	if (mount("tracefs", roots[0], "tracefs", 0, NULL))
-		return NULL;
-	snprintf(path, sizeof(path), "%s/events", roots[0]);
-	return access(path, F_OK) ? NULL : roots[0];
-}
-
 /*
  * The id of the tracepoint of spec "system/name[ if FILTER]", -1 if there
  * is no such tracepoint; *filter is FILTER, or NULL.
@@ -133,18 +96,10 @@ static long long tracepoint_id(const char *root, const char *spec,
 	const char *sep = strstr(spec, " if ");
 	int len = sep ? (int)(sep - spec) : (int)strlen(spec);
 	char path[192];
-	long long id = -1;
-	FILE *f;
 
 	*filter = sep ? sep + strlen(" if ") : NULL;
 	snprintf(path, sizeof(path), "%s/events/%.*s/id", root, len, spec);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &id) != 1)
-		id = -1;
-	fclose(f);
-	return id;
+	return read_number(path);
 }
 
 /*
@@ -165,24 +120,14 @@ struct twins {
 static struct perf_event_attr twin_attr(__u64 id, bool deferred, bool inherit,
 					bool enabled)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_TRACEPOINT,
-		.config		= id,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CALLCHAIN,
-		.sample_id_all	= 1,
-		.disabled	= !enabled,
-		.inherit	= inherit,
-		/* One clock for every CPU: the twins' times are compared. */
-		.use_clockid	= 1,
-		.clockid	= CLOCK_MONOTONIC,
-	};
+	struct perf_event_attr attr = sample_attr(PERF_TYPE_TRACEPOINT, id, 1,
+						  deferred ? PERF_SAMPLE_CALLCHAIN_DEFERRED : 0);
 
-	if (deferred)
-		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
+	attr.disabled = !enabled;
+	attr.inherit = inherit;
+	/* One clock for every CPU: the twins' times are compared. */
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;
 	return attr;
 }
 
@@ -352,23 +297,6 @@ static int count_samples(const struct ring *r, __u64 id, pid_t tid)
 	return n;
 }
 
-/* The records of cookie in r; *first is the first of them. */
-static int find_records(const struct ring *r, __u64 cookie,
-			const struct ring_record **first)
-{
-	size_t i;
-	int n = 0;
-
-	for (i = 0; i < r->nr_rec; i++) {
-		if (r->rec[i].type != PERF_RECORD_CALLCHAIN_DEFERRED ||
-		    r->rec[i].cookie != cookie)
-			continue;
-		if (!n++)
-			*first = &r->rec[i];
-	}
-	return n;
-}
-
 static int lost_records(const struct ring *r)
 {
 	size_t i;
@@ -398,7 +326,7 @@ static void compare_hit(struct agreement *ag, const struct twins *tw, int t,
 	const char *name = tw->name[t];
 	struct pair *p;
 	__u64 k, n;
-	size_t i;
+	size_t i, at;
 	int nrec;
 
 	if (!inl) {
@@ -431,12 +359,13 @@ static void compare_hit(struct agreement *ag, const struct twins *tw, int t,
 		if (has_user_context(d))
 			note(ag, BAD_USER, "%s: tid %u, cookie %#llx", name, d->tid,
 			     (unsigned long long)d->cookie);
-		nrec = find_records(&tw->r[0], d->cookie, &rec);
+		nrec = records_of_cookie(&tw->r[0], d->cookie, &at);
 		if (!nrec) {
 			note(ag, BAD_NO_RECORD, "%s: tid %u, cookie %#llx",
 			     name, d->tid, (unsigned long long)d->cookie);
 			return;
 		}
+		rec = &tw->r[0].rec[at];
 		if (nrec > 1)
 			note(ag, BAD_RECORDS, "%s: cookie %#llx has %d records",
 			     name, (unsigned long long)d->cookie, nrec);
@@ -1242,13 +1171,8 @@ static int follow_child(struct twins *tw, pid_t child, double seconds)
 
 	for (;;) {
 		drain_twins(tw);
-		if (waitpid(child, &status, WNOHANG) == child)
+		if (child_done(child, deadline, &status))
 			break;
-		if (ring_now() > deadline) {
-			kill(child, SIGKILL);
-			waitpid(child, &status, 0);
-			break;
-		}
 		usleep(1000);
 	}
 	drain_twins(tw);
@@ -1272,14 +1196,13 @@ TEST(exec_from_non_leader_thread)
 	int entered = 0, in_exec = 0, exec_done = 0, from_site;
 	char msg[4][200] = { "", "", "", "" };
 	int go[2], ready[2], cpu, status, nrec;
-	const struct ring_record *rec;
 	struct exec_share *sh;
 	__u64 entered_at = 0;
 	struct agreement ag;
 	struct twins tw;
 	const struct ring *r;
 	pid_t child, old;
-	size_t i, j;
+	size_t i, j, at;
 	char x;
 
 	if (access("/proc/self/exe", X_OK))
@@ -1339,7 +1262,7 @@ TEST(exec_from_non_leader_thread)
 					 s->tid, (unsigned long long)s->time);
 			continue;
 		}
-		nrec = find_records(r, s->cookie, &rec);
+		nrec = records_of_cookie(r, s->cookie, &at);
 		if (!nrec && !missing++)
 			snprintf(msg[1], sizeof(msg[1]), "tid %u, cookie %#llx", s->tid,
 				 (unsigned long long)s->cookie);

@@ -36,6 +36,8 @@
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
 #include "deferred_util.h"
+#include "deferred_spin.h"
+#include "deferred_uring.h"
 
 #define PERIOD_NS		200000	/* cpu-clock period */
 #define DATA_PAGES		64
@@ -50,7 +52,6 @@
 #define READ_SECONDS		0.003	/* one readv() of /dev/zero */
 #define SPIN_SECONDS		0.001	/* one spin in user mode */
 #define HW_SPIN_SECONDS		0.005
-#define SPIN_CAL_LOOPS		1000000
 /* A period, not a frequency, which a lowered max_sample_rate would refuse. */
 #define HW_PERIOD		1000003	/* cycles: ~1000-4000 samples/s */
 #define URING_QUEUE		4	/* async reads in flight per round */
@@ -106,62 +107,11 @@ static int pin_to(pid_t tid, int cpu)
 	return sched_setaffinity(tid, sizeof(set), &set) ? -errno : 0;
 }
 
-/* A number from /proc/self/task/<tid>/status, -1 if there is none. */
-static long task_status(pid_t tid, const char *key)
-{
-	char path[64], line[128];
-	size_t len = strlen(key);
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, key, len) && line[len] == ':') {
-			v = strtol(line + len + 1, NULL, 10);
-			break;
-		}
-	}
-	fclose(f);
-	return v;
-}
-
-static long voluntary_switches(pid_t tid)
-{
-	return task_status(tid, "voluntary_ctxt_switches");
-}
-
 /* Every time tid was switched out, voluntarily or not. */
 static long all_switches(pid_t tid)
 {
 	return voluntary_switches(tid) +
 	       task_status(tid, "nonvoluntary_ctxt_switches");
-}
-
-/* Spin in user mode for "loops" rounds of a two-instruction loop. */
-static __attribute__((noipa)) void spin_user(unsigned long loops)
-{
-	if (!loops)
-		return;
-	asm volatile("1:\tdec %0\n\t"
-		     "jnz 1b"
-		     : "+r" (loops) : : "cc");
-}
-
-/* The number of spin_user() loops that take about "seconds". */
-static unsigned long spin_loops(double seconds)
-{
-	double t;
-
-	spin_user(SPIN_CAL_LOOPS);
-	t = ring_now();
-	spin_user(SPIN_CAL_LOOPS);
-	t = ring_now() - t;
-	if (t <= 0)
-		return SPIN_CAL_LOOPS;
-	return SPIN_CAL_LOOPS * seconds / t + 1;
 }
 
 /*
@@ -183,15 +133,7 @@ static void burner_init(struct __test_metadata *_metadata, struct burner *b)
 	int i;
 
 	memset(b, 0, sizeof(*b));
-	b->zero_fd = open("/dev/zero", O_RDONLY);
-	ASSERT_LE(0, b->zero_fd) TH_LOG("/dev/zero: %s", strerror(errno));
-	b->buf = malloc(ZERO_CHUNK);
-	ASSERT_FALSE(!b->buf);
-	memset(b->buf, 1, ZERO_CHUNK);	/* no page faults while sampled */
-	ASSERT_EQ(ZERO_CHUNK, read(b->zero_fd, b->buf, ZERO_CHUNK));
-	t = ring_now();
-	ASSERT_EQ(ZERO_CHUNK, read(b->zero_fd, b->buf, ZERO_CHUNK));
-	t = ring_now() - t;
+	t = zero_open(_metadata, &b->zero_fd, &b->buf, ZERO_CHUNK);
 	b->iovcnt = t > 0 ? READ_SECONDS / t : ZERO_MAX_CHUNKS;
 	if (b->iovcnt < 1)
 		b->iovcnt = 1;
@@ -267,22 +209,6 @@ static int count_type(const struct ring *r, __u32 type)
 
 	for (i = 0; i < r->nr_rec; i++)
 		n += r->rec[i].type == type;
-	return n;
-}
-
-/* The records that carry cookie; *first: the index of the first. */
-static int records_of(const struct ring *r, __u64 cookie, size_t *first)
-{
-	size_t i;
-	int n = 0;
-
-	for (i = 0; i < r->nr_rec; i++) {
-		if (r->rec[i].type != PERF_RECORD_CALLCHAIN_DEFERRED ||
-		    r->rec[i].cookie != cookie)
-			continue;
-		if (!n++)
-			*first = i;
-	}
 	return n;
 }
 
@@ -911,7 +837,7 @@ TEST(tids_in_a_child_pid_namespace)
 		const struct ring_record *c;
 
 		if (a->type != PERF_RECORD_CALLCHAIN_DEFERRED ||
-		    records_of(&r[1], a->cookie, &m) != 1)
+		    records_of_cookie(&r[1], a->cookie, &m) != 1)
 			continue;
 		common++;
 		c = &r[1].rec[m];
@@ -987,11 +913,8 @@ static long blocked_sample(struct ring *r, pid_t tid, long seen, size_t from)
 	double deadline = ring_now() + 5;
 	size_t i, n;
 
-	while (voluntary_switches(tid) <= seen) {
-		if (ring_now() > deadline)
-			return -1;
-		usleep(1000);
-	}
+	if (!wait_blocked(tid, seen))
+		return -1;
 	do {
 		n = r->nr_rec;
 		usleep(20000);
@@ -1010,21 +933,8 @@ static long blocked_sample(struct ring *r, pid_t tid, long seen, size_t from)
  */
 static void pause_one_record(struct __test_metadata *_metadata)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= PERF_COUNT_SW_CONTEXT_SWITCHES,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.read_format	= PERF_FORMAT_LOST,
-		.sample_id_all	= 1,
-		.use_clockid	= 1,
-		.clockid	= CLOCK_MONOTONIC,
-		.disabled	= 1,
-	};
+	struct perf_event_attr attr =
+		sw_sample_attr(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, true);
 	__u64 id, c1, c2, t0, t1, lost_paused, lost_total, lost_sum = 0;
 	long i1, i2, v, sw_p, sw_b;
 	int cpus[2], n, sv[2], nr_lost = 0, in_pause = 0, nrec;
@@ -1033,6 +943,9 @@ static void pause_one_record(struct __test_metadata *_metadata)
 	pthread_t th;
 	struct ring r;
 
+	attr.read_format = PERF_FORMAT_LOST;
+	attr.use_clockid = 1;
+	attr.clockid = CLOCK_MONOTONIC;
 	n = allowed_cpus(cpus, 2);
 	ASSERT_LE(1, n);
 	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
@@ -1084,7 +997,7 @@ static void pause_one_record(struct __test_metadata *_metadata)
 	lost_total = lost_count(r.fd);
 
 	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
-	nrec = records_of(&r, c1, &rec);
+	nrec = records_of_cookie(&r, c1, &rec);
 	EXPECT_EQ(0, nrec)
 		TH_LOG("want cookie %#llx's record, written while paused, lost; saw it at %zu",
 		       (unsigned long long)c1, rec);
@@ -1136,7 +1049,7 @@ static void pause_one_record(struct __test_metadata *_metadata)
 
 	EXPECT_NE(0, c2) TH_LOG("expected a cookie on the sample of the second block");
 	EXPECT_NE(c1, c2) TH_LOG("two blocks, one cookie %#llx", (unsigned long long)c1);
-	nrec = records_of(&r, c2, &rec);
+	nrec = records_of_cookie(&r, c2, &rec);
 	EXPECT_EQ(1, nrec)
 		TH_LOG("expected the record of cookie %#llx after resuming, saw %d",
 		       (unsigned long long)c2, nrec);
@@ -1238,7 +1151,7 @@ static void pause_while_sampled(struct __test_metadata *_metadata)
 	for (i = first_after; i < r.nr_rec; i++)
 		joined_after += r.rec[i].type == PERF_RECORD_SAMPLE &&
 				r.rec[i].cookie && r.rec[i].tid == tid &&
-				records_of(&r, r.rec[i].cookie, &rec) == 1;
+				records_of_cookie(&r, r.rec[i].cookie, &rec) == 1;
 	EXPECT_LE(1, joined_after)
 		TH_LOG("expected samples after the pause joined with their records, saw none");
 	TH_LOG("sampled syscalls: %llu lost while paused, %d samples, %d joined (%d after)",
@@ -1260,7 +1173,6 @@ TEST(paused_buffer_counts_the_record_lost)
  */
 static void ring_read_backward(struct ring *r, bool *wrapped)
 {
-	static __u64 w[RING_MAX_RECORD / 8];
 	__u64 head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 	__u64 end, pos = head;
 
@@ -1269,7 +1181,6 @@ static void ring_read_backward(struct ring *r, bool *wrapped)
 	end = *wrapped ? head + r->data_size : 0;
 	while (end - pos >= sizeof(struct perf_event_header)) {
 		struct perf_event_header hdr;
-		struct ring_record *rr;
 
 		ring_copy(r, &hdr, pos, sizeof(hdr));
 		/* The oldest record may be cut by the newest: the end. */
@@ -1282,23 +1193,8 @@ static void ring_read_backward(struct ring *r, bool *wrapped)
 					 hdr.size, (unsigned long long)(pos - head));
 			break;
 		}
-		if (r->nr_rec == r->cap_rec) {
-			size_t cap = r->cap_rec ? 2 * r->cap_rec : 1024;
-			void *p = realloc(r->rec, cap * sizeof(*r->rec));
-
-			if (!p)
-				break;
-			r->rec = p;
-			r->cap_rec = cap;
-		}
-		rr = &r->rec[r->nr_rec++];
-		memset(rr, 0, sizeof(*rr));
-		rr->type = hdr.type;
-		rr->misc = hdr.misc;
-		rr->size = hdr.size;
-		ring_copy(r, w, pos, hdr.size);
-		ring_parse(r, w, rr);
-		r->nr_samples += rr->type == PERF_RECORD_SAMPLE;
+		if (!ring_append(r, &hdr, pos))
+			break;
 		pos += hdr.size;
 	}
 }
@@ -1368,7 +1264,7 @@ TEST(backward_buffer_gets_records)
 		records++;
 		if ((rr->misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
 			bad_misc++;
-		if (records_of(&r, rr->cookie, &k) > 1)
+		if (records_of_cookie(&r, rr->cookie, &k) > 1)
 			dup++;
 	}
 	j = join_tid(&r, tid, excuse, 2, false);
@@ -1389,84 +1285,6 @@ TEST(backward_buffer_gets_records)
 	r.meta = NULL;
 	close_ring(&r);
 	burner_fini(&b);
-}
-
-/* io_uring_workers_are_not_deferred: an io_uring of our own, no liburing. */
-struct uring {
-	int fd;
-	struct io_uring_params p;
-	void *sq, *cq;
-	size_t sq_size, cq_size;
-	struct io_uring_sqe *sqes;
-	size_t sqes_size;
-	unsigned int *sq_tail, *sq_mask, *sq_array;
-	unsigned int *cq_head, *cq_tail, *cq_mask;
-	struct io_uring_cqe *cqes;
-};
-
-static void *map_or_null(size_t size, int fd, off_t off)
-{
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-		       fd, off);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void uring_close(struct uring *u)
-{
-	if (u->sqes)
-		munmap(u->sqes, u->sqes_size);
-	if (u->cq && u->cq != u->sq)
-		munmap(u->cq, u->cq_size);
-	if (u->sq)
-		munmap(u->sq, u->sq_size);
-	if (u->fd >= 0)
-		close(u->fd);
-	memset(u, 0, sizeof(*u));
-	u->fd = -1;
-}
-
-/* 0, or -errno of what failed. */
-static int uring_setup(struct uring *u, unsigned int entries)
-{
-	int err;
-
-	memset(u, 0, sizeof(*u));
-	u->fd = syscall(__NR_io_uring_setup, entries, &u->p);
-	if (u->fd < 0)
-		return -errno;
-	u->sq_size = u->p.sq_off.array + u->p.sq_entries * sizeof(__u32);
-	u->cq_size = u->p.cq_off.cqes + u->p.cq_entries * sizeof(struct io_uring_cqe);
-	if (u->p.features & IORING_FEAT_SINGLE_MMAP) {
-		if (u->cq_size > u->sq_size)
-			u->sq_size = u->cq_size;
-		u->cq_size = u->sq_size;
-	}
-	u->sq = map_or_null(u->sq_size, u->fd, IORING_OFF_SQ_RING);
-	if (!u->sq)
-		goto fail;
-	if (u->p.features & IORING_FEAT_SINGLE_MMAP)
-		u->cq = u->sq;
-	else
-		u->cq = map_or_null(u->cq_size, u->fd, IORING_OFF_CQ_RING);
-	if (!u->cq)
-		goto fail;
-	u->sqes_size = u->p.sq_entries * sizeof(struct io_uring_sqe);
-	u->sqes = map_or_null(u->sqes_size, u->fd, IORING_OFF_SQES);
-	if (!u->sqes)
-		goto fail;
-	u->sq_tail = (unsigned int *)((char *)u->sq + u->p.sq_off.tail);
-	u->sq_mask = (unsigned int *)((char *)u->sq + u->p.sq_off.ring_mask);
-	u->sq_array = (unsigned int *)((char *)u->sq + u->p.sq_off.array);
-	u->cq_head = (unsigned int *)((char *)u->cq + u->p.cq_off.head);
-	u->cq_tail = (unsigned int *)((char *)u->cq + u->p.cq_off.tail);
-	u->cq_mask = (unsigned int *)((char *)u->cq + u->p.cq_off.ring_mask);
-	u->cqes = (struct io_uring_cqe *)((char *)u->cq + u->p.cq_off.cqes);
-	return 0;
-fail:
-	err = -errno;
-	uring_close(u);
-	return err;
 }
 
 /* Queue a readv() of b's iovec, forced to an io-wq worker. */
@@ -1722,7 +1540,7 @@ TEST(disabled_event_still_gets_the_record_of_its_samples)
 		if (rr->type != PERF_RECORD_SAMPLE || rr->tid != tid || !rr->cookie)
 			continue;
 		deferred++;
-		if (records_of(&r, rr->cookie, &at) != 1 && !unresolved++)
+		if (records_of_cookie(&r, rr->cookie, &at) != 1 && !unresolved++)
 			first_cookie = rr->cookie;
 	}
 	TH_LOG("%d rounds of %d samples: %d deferred samples, %d without their record",
@@ -1840,18 +1658,8 @@ static bool user_part_at(const struct ring_record *s, __u64 ip)
 
 TEST(event_enabled_after_the_walk_walks_in_place)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_SOFTWARE,
-		.config		= PERF_COUNT_SW_CONTEXT_SWITCHES,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-	};
+	struct perf_event_attr attr =
+		sw_sample_attr(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, true);
 	int i, err, before = 0, in_place = 0, joined = 0, missing = 0;
 	struct uring_waiter w = { 0 };
 	struct ring early, late;
@@ -1930,7 +1738,7 @@ TEST(event_enabled_after_the_walk_walks_in_place)
 			continue;
 		if (!s->cookie)
 			in_place += taken_in_kernel_mode(s) && user_part_at(s, w.site);
-		else if (records_of(&late, s->cookie, &first))
+		else if (records_of_cookie(&late, s->cookie, &first))
 			joined++;
 		else if (!missing++)
 			missed = s->cookie;
@@ -1990,28 +1798,16 @@ static unsigned long hw_spin_loops(struct hw_spin *s, double seconds)
 	hw_spin(s, SPIN_CAL_LOOPS);
 	t = ring_now();
 	hw_spin(s, SPIN_CAL_LOOPS);
-	t = ring_now() - t;
-	if (t <= 0)
-		return SPIN_CAL_LOOPS;
-	return SPIN_CAL_LOOPS * seconds / t + 1;
+	return loops_for(seconds, ring_now() - t);
 }
 
 static struct perf_event_attr cycles_attr(int precise)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_HARDWARE,
-		.config		= PERF_COUNT_HW_CPU_CYCLES,
-		.sample_period	= HW_PERIOD,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.precise_ip	= precise,
-		.disabled	= 1,
-	};
+	struct perf_event_attr attr =
+		sample_attr(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, HW_PERIOD,
+			    PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN_DEFERRED);
 
+	attr.precise_ip = precise;
 	return attr;
 }
 

@@ -35,12 +35,12 @@
 #include "../kselftest_harness.h"
 #include "deferred_ring.h"
 #include "deferred_util.h"
+#include "deferred_spin.h"
 #include "deferred_iwi.h"
 
 #define MAX_KEEP_RECORDS	200000	/* stop copying out a runaway buffer */
 #define ZERO_CHUNK		(1024 * 1024)	/* readv() of /dev/zero: iovec size */
 #define ZERO_MAX		(256 * ZERO_CHUNK)	/* ... and the most per call */
-#define SPIN_CAL_LOOPS		1000000
 
 /* irq_enable_tracepoint_makes_progress */
 #define TP_SYSCALLS		1000
@@ -123,30 +123,6 @@ static double thread_cpu_seconds(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Spin in user mode for "loops" rounds of a two-instruction loop. */
-static __attribute__((noipa)) void spin_user(unsigned long loops)
-{
-	if (!loops)
-		return;
-	asm volatile("1:\tdec %0\n\t"
-		     "jnz 1b"
-		     : "+r" (loops) : : "cc");
-}
-
-/* The number of spin_user() loops that take about "seconds". */
-static unsigned long spin_loops(double seconds)
-{
-	double t;
-
-	spin_user(SPIN_CAL_LOOPS);
-	t = ring_now();
-	spin_user(SPIN_CAL_LOOPS);
-	t = ring_now() - t;
-	if (t <= 0)
-		return SPIN_CAL_LOOPS;
-	return SPIN_CAL_LOOPS * seconds / t + 1;
-}
-
 /* readv() of /dev/zero sized to take about a given time: a long kernel stay. */
 struct zero_reader {
 	int fd;
@@ -163,17 +139,7 @@ static void zero_init(struct __test_metadata *_metadata, struct zero_reader *z,
 	int i;
 
 	memset(z, 0, sizeof(*z));
-	z->fd = open("/dev/zero", O_RDONLY);
-	ASSERT_LE(0, z->fd) TH_LOG("/dev/zero: %s", strerror(errno));
-	z->buf = malloc(ZERO_CHUNK);
-	ASSERT_FALSE(!z->buf);
-	memset(z->buf, 1, ZERO_CHUNK);	/* no page faults while sampled */
-	ASSERT_EQ(ZERO_CHUNK, read(z->fd, z->buf, ZERO_CHUNK))
-		TH_LOG("read of /dev/zero: %s", strerror(errno));
-	t = ring_now();
-	ASSERT_EQ(ZERO_CHUNK, read(z->fd, z->buf, ZERO_CHUNK))
-		TH_LOG("read of /dev/zero: %s", strerror(errno));
-	t = ring_now() - t;
+	t = zero_open(_metadata, &z->fd, &z->buf, ZERO_CHUNK);
 
 	z->iovcnt = t > 0 ? seconds / t + 1 : ZERO_MAX / ZERO_CHUNK;
 	if (z->iovcnt > ZERO_MAX / ZERO_CHUNK)
@@ -430,17 +396,9 @@ static const char * const tracefs_dirs[] = {
 static long read_tracepoint_id(const char *dir, const char *event)
 {
 	char path[256];
-	long id = -1;
-	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/events/%s/id", dir, event);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &id) != 1)
-		id = -1;
-	fclose(f);
-	return id;
+	return read_number(path);
 }
 
 /* The id of a tracepoint, mounting tracefs for a moment if need be. */
@@ -547,16 +505,8 @@ struct tp_result {
 static void tp_run(struct __test_metadata *_metadata, __u64 id, bool deferred,
 		   double deadline, struct tp_result *res)
 {
-	struct perf_event_attr attr = {
-		.size		= sizeof(attr),
-		.type		= PERF_TYPE_TRACEPOINT,
-		.config		= id,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN,
-		.sample_id_all	= 1,
-	};
+	struct perf_event_attr attr =
+		sample_attr(PERF_TYPE_TRACEPOINT, id, 1, PERF_SAMPLE_CPU);
 	int go[2], done[2], status, fd, ret;
 	bool killed, finished;
 	struct pollfd p;
@@ -564,6 +514,7 @@ static void tp_run(struct __test_metadata *_metadata, __u64 id, bool deferred,
 	ssize_t n;
 
 	memset(res, 0, sizeof(*res));
+	attr.disabled = 0;
 	if (deferred)
 		attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
 	ASSERT_EQ(0, pipe(go)) TH_LOG("pipe: %s", strerror(errno));
@@ -1169,23 +1120,9 @@ static void capped_run(struct __test_metadata *_metadata, bool small_owns)
 	zero_fini(&d.z);
 }
 
-static long read_sysctl(const char *path)
-{
-	long v = -1;
-	FILE *f;
-
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
 TEST(shared_buffer_capped_by_largest_max_stack)
 {
-	long max = read_sysctl("/proc/sys/kernel/perf_event_max_stack");
+	long max = read_number("/proc/sys/kernel/perf_event_max_stack");
 
 	if (max >= 0 && max < LARGE_MAX_STACK)
 		SKIP(return, "kernel.perf_event_max_stack is %ld, below %d",
@@ -1260,19 +1197,10 @@ TEST(lost_record_is_not_taken_for_written)
 {
 	const char *sysctl = "/proc/sys/kernel/perf_event_max_stack";
 	long id = tracepoint_id("preemptirq/irq_enable");
-	long max = read_sysctl(sysctl);
-	struct perf_event_attr tp = {
-		.size		= sizeof(tp),
-		.type		= PERF_TYPE_TRACEPOINT,
-		.sample_period	= 1,
-		.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-				  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-				  PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN |
-				  PERF_SAMPLE_CALLCHAIN_DEFERRED,
-		.sample_id_all	= 1,
-		.disabled	= 1,
-		.sample_max_stack = LOST_SMALL_STACK,
-	};
+	long max = read_number(sysctl);
+	struct perf_event_attr tp =
+		sample_attr(PERF_TYPE_TRACEPOINT, 0, 1,
+			    PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN_DEFERRED);
 	struct perf_event_attr big = clock_attr(PERF_COUNT_SW_DUMMY, true, 0);
 	struct lost_run l = { 0 };
 	int fd, records = 0;
@@ -1290,6 +1218,7 @@ TEST(lost_record_is_not_taken_for_written)
 				       strerror(errno));
 
 	tp.config = id;
+	tp.sample_max_stack = LOST_SMALL_STACK;
 	big.sample_max_stack = LOST_MAX_STACK;
 	open_ring(_metadata, &r, &tp, 0, -1, 1);
 	r.hold_back = r.data_size - LOST_ROOM;

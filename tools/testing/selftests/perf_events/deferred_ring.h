@@ -285,6 +285,37 @@ static inline void ring_parse(struct ring *r, const __u64 *w, struct ring_record
 }
 
 /*
+ * Append the record of header hdr at offset off of the data area to
+ * r->rec, copied out and parsed; NULL when out of memory.
+ */
+static inline struct ring_record *ring_append(struct ring *r,
+					      const struct perf_event_header *hdr,
+					      __u64 off)
+{
+	static __u64 w[RING_MAX_RECORD / 8];
+	struct ring_record *rr;
+
+	if (r->nr_rec == r->cap_rec) {
+		size_t cap = r->cap_rec ? 2 * r->cap_rec : 1024;
+		void *p = realloc(r->rec, cap * sizeof(*r->rec));
+
+		if (!p)
+			return NULL;
+		r->rec = p;
+		r->cap_rec = cap;
+	}
+	rr = &r->rec[r->nr_rec++];
+	memset(rr, 0, sizeof(*rr));
+	rr->type = hdr->type;
+	rr->misc = hdr->misc;
+	rr->size = hdr->size;
+	ring_copy(r, w, off, hdr->size);
+	ring_parse(r, w, rr);
+	r->nr_samples += rr->type == PERF_RECORD_SAMPLE;
+	return rr;
+}
+
+/*
  * Copy out and parse every record between data_tail and data_head, then
  * hand the space back to the kernel unless r->keep_tail, all of it but the
  * last r->hold_back bytes.
@@ -292,13 +323,11 @@ static inline void ring_parse(struct ring *r, const __u64 *w, struct ring_record
  */
 static inline int ring_drain(struct ring *r)
 {
-	static __u64 w[RING_MAX_RECORD / 8];
 	__u64 head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 	int n = 0;
 
 	while (r->off < head) {
 		struct perf_event_header hdr;
-		struct ring_record *rr;
 
 		ring_copy(r, &hdr, r->off, sizeof(hdr));
 		if (hdr.size < sizeof(hdr) || hdr.size % 8 ||
@@ -310,23 +339,8 @@ static inline int ring_drain(struct ring *r)
 			r->off = head;
 			return -1;
 		}
-		if (r->nr_rec == r->cap_rec) {
-			size_t cap = r->cap_rec ? 2 * r->cap_rec : 1024;
-			void *p = realloc(r->rec, cap * sizeof(*r->rec));
-
-			if (!p)
-				return -1;
-			r->rec = p;
-			r->cap_rec = cap;
-		}
-		rr = &r->rec[r->nr_rec++];
-		memset(rr, 0, sizeof(*rr));
-		rr->type = hdr.type;
-		rr->misc = hdr.misc;
-		rr->size = hdr.size;
-		ring_copy(r, w, r->off, hdr.size);
-		ring_parse(r, w, rr);
-		r->nr_samples += rr->type == PERF_RECORD_SAMPLE;
+		if (!ring_append(r, &hdr, r->off))
+			return -1;
 		r->off += hdr.size;
 		n++;
 	}

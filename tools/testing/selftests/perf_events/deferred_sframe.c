@@ -45,20 +45,10 @@ static void open_twins(struct __test_metadata *_metadata, struct twins *tw)
 	int d;
 
 	for (d = 0; d < 2; d++) {
-		struct perf_event_attr attr = {
-			.size		= sizeof(attr),
-			.type		= PERF_TYPE_SOFTWARE,
-			.config		= PERF_COUNT_SW_TASK_CLOCK,
-			.sample_period	= PERIOD_NS,
-			.sample_type	= PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP |
-					  PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-					  PERF_SAMPLE_CALLCHAIN,
-			.sample_id_all	= 1,
-			.disabled	= 1,
-		};
+		struct perf_event_attr attr =
+			sample_attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, PERIOD_NS,
+				    d ? 0 : PERF_SAMPLE_CALLCHAIN_DEFERRED);
 
-		if (!d)
-			attr.sample_type |= PERF_SAMPLE_CALLCHAIN_DEFERRED;
 		open_ring(_metadata, &tw->r[d], &attr, 0, -1, DATA_PAGES);
 	}
 }
