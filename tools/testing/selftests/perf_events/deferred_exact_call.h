@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * deferred_exact's probed call instruction: a uprobe on it makes the
+ * deferred_exact_uprobe's probed call instruction: a uprobe on it makes the
  * kernel emulate the call (push the return address, jump), inside the
  * stay of the breakpoint. Its target only returns.
  */

@@ -2,7 +2,7 @@
 /*
  * The interrupt work interrupts (self-IPIs) of /proc/interrupts, which the
  * deferred walk raises only where no exit work would run it: shared by the
- * selftests that count them (perf_events/deferred_progress,
+ * selftests that count them (perf_events/deferred_self_interrupt,
  * unwind_deferred/unwind_deferred_test).
  */
 #ifndef DEFERRED_IWI_H

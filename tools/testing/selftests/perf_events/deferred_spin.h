@@ -2,7 +2,8 @@
 /*
  * Time in user mode, sized in loops of a two-instruction spin: shared by
  * the selftests whose tasks must also be sampled outside the kernel
- * (deferred_observe, deferred_progress). Include after deferred_ring.h.
+ * (those of deferred_observe.h and deferred_progress.h). Include after
+ * deferred_ring.h.
  */
 #ifndef DEFERRED_SPIN_H
 #define DEFERRED_SPIN_H

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * An io_uring of our own, no liburing (which the test machines may lack):
- * shared by perf_events/deferred_observe, whose io-wq workers must never
- * defer, and the stress program's io_uring load.
+ * shared by perf_events/deferred_iowq, whose io-wq workers must never
+ * defer, deferred_enable, and the stress program's io_uring load.
  */
 #ifndef DEFERRED_URING_H
 #define DEFERRED_URING_H
