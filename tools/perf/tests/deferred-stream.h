@@ -112,6 +112,12 @@ struct stream {
 	bool	no_sample_id;
 	/* AUX area data at the end of each round */
 	bool	aux;
+	/*
+	 * a perf.data directory, as perf record --threads writes it: the
+	 * main file's data, then each thread's file (stream__to_file_of())
+	 */
+	bool	dir;
+	int	dir_fds[3];
 };
 
 extern const struct ips kernel_a;

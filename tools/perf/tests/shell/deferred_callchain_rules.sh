@@ -17,8 +17,10 @@
 # whose record comes after 2,000 stays of another thread goes over a
 # 512 KiB cap in a pipe's queue, which holds every event behind it, but is
 # joined from a file, byte-swapped, compressed (as perf record -z writes
-# it), with AUX area data or none of those; and the index of a recording
-# of 200,000 samples (50,000 records) never holds more than a few of them.
+# it), with AUX area data or none of those, or from a directory (as perf
+# record --threads writes it, each thread's events in a file, no round
+# ends); and the index of a recording of 200,000 samples (50,000 records)
+# never holds more than a few of them.
 
 set -e
 
@@ -122,8 +124,9 @@ perf test -w deferredstream offcpu 2000 compressed-file >"${tmpdir}/offcpu-compr
 # AUX area data that look like a record for the waiting sample's thread:
 # the index skips them as the reader does (perf script --no-itrace)
 perf test -w deferredstream offcpu 2000 aux-file >"${tmpdir}/offcpu-aux.data"
+perf test -w deferredstream offcpu 2000 dir "${tmpdir}/offcpu.dir"
 for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data \
-	offcpu-aux.data; do
+	offcpu-aux.data offcpu.dir; do
 	read_as capped "${input}" script --no-itrace --defer-queue-size 512k || continue
 	got="$(summary "${tmpdir}/capped.err" "over memory cap")"
 	got="${got:-none} over the cap, $(summary "${tmpdir}/capped.err" joined) joined"
@@ -143,11 +146,24 @@ for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data 
 		fail "${input}: ${warned} warnings of samples past the cap, expected ${want%% *}"
 done
 
+# A directory's index takes all its records at once: under a cap too small
+# for them, perf says so and joins through the queue, as a pipe.
+echo "perf script --defer-queue-size 64k: a directory over the cap"
+if read_as dircap offcpu.dir script --defer-queue-size 64k; then
+	got="$(summary "${tmpdir}/dircap.err" "over memory cap") over the cap,"
+	got="${got} $(summary "${tmpdir}/dircap.err" joined) joined"
+	[ "${got}" = "1 over the cap, 20000 joined" ] ||
+		fail "offcpu.dir, 64k: ${got}, expected 1 over the cap, 20000 joined"
+	grep -q "The directory's deferred callchains need more than --defer-queue-size" \
+		"${tmpdir}/dircap.err" || fail "offcpu.dir, 64k: no word of the queue"
+fi
+
 # The index reads the data ahead of the reader, with its own walk: over a
 # whole file both count the same records, AUX area data, compressed events
 # and the other byte order included.
 echo "perf script -v: the index walks the data as the reader does"
-for input in offcpu.data offcpu-swapped.data offcpu-compressed.data offcpu-aux.data; do
+for input in offcpu.data offcpu-swapped.data offcpu-compressed.data offcpu-aux.data \
+	offcpu.dir; do
 	read_as agree "${input}" script -v --no-itrace || continue
 	# "deferred callchains: N records indexed, M read"
 	got=$(awk '/ records indexed, / { print $3 " " $6 }' "${tmpdir}/agree.err")

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <linux/compiler.h>
 #include <linux/kernel.h>
 #include <linux/stringify.h>
@@ -22,6 +24,7 @@
 
 #include "debug.h"
 #include "event.h"
+#include "data.h"
 #include "header.h"
 #include "sample.h"
 #include "util/compress.h"
@@ -50,10 +53,11 @@
  *		callchains;
  *   bench N fp|defer: a perf.data file of N samples, their stacks whole
  *		(fp) or deferred (deferredstream__bench());
- *   offcpu N [file|swapped-file|compressed-file|aux-file]: one thread's
- *		sample waiting for its record behind N stays of another
- *		(deferredstream__offcpu()); compressed as perf record -z does;
- *		with AUX area data (stream__aux()).
+ *   offcpu N [file|swapped-file|compressed-file|aux-file|dir DIR]: one
+ *		thread's sample waiting for its record behind N stays of
+ *		another (deferredstream__offcpu()); compressed as perf record
+ *		-z does; with AUX area data (stream__aux()); as a directory
+ *		DIR that perf record --threads writes (stream__dir_end()).
  */
 noinline void deferredstream_leaf(void);
 noinline void deferredstream_mid(void);
@@ -230,8 +234,9 @@ struct file_attr {
 
 /*
  * A perf.data file of one event, stream__attr()'s with @id, whose data are
- * the events written to @data_fd; no features. In the other byte order
- * when s->swap, as a machine of that order writes it.
+ * the events written to @data_fd; features only those of a compressed
+ * file and of a directory's. In the other byte order when s->swap, as a
+ * machine of that order writes it.
  */
 static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 {
@@ -242,9 +247,15 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	};
 	/* HEADER_COMPRESSED: version, type, level, ratio, mmap_len */
 	const u32 compressed[] = { 1, PERF_COMP_ZSTD, 1, 1, STREAM__COMP_MMAP_LEN };
+	/* HEADER_DIR_FORMAT */
+	const u64 dir_version = PERF_DIR_VERSION;
 	off_t data_size = lseek(data_fd, 0, SEEK_END);
-	struct perf_file_section feature;
+	/* the features' sections follow the data, in the order of their bits */
+	struct perf_file_section features[2];
+	const void *feature_data[2];
+	int nr_features = 0;
 	struct file_attr attr;
+	u64 offset;
 
 	if (data_size < 0)
 		return -errno;
@@ -257,11 +268,20 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	header.attrs.size = sizeof(attr);
 	header.data.offset = header.attrs.offset + sizeof(attr);
 	header.data.size = data_size;
+	if (s->dir) {
+		__set_bit(HEADER_DIR_FORMAT, header.adds_features);
+		feature_data[nr_features] = &dir_version;
+		features[nr_features++].size = sizeof(dir_version);
+	}
 	if (s->compress) {
-		/* the features' sections follow the data */
 		__set_bit(HEADER_COMPRESSED, header.adds_features);
-		feature.offset = header.data.offset + data_size + sizeof(feature);
-		feature.size = sizeof(compressed);
+		feature_data[nr_features] = compressed;
+		features[nr_features++].size = sizeof(compressed);
+	}
+	offset = header.data.offset + data_size + nr_features * sizeof(features[0]);
+	for (int i = 0; i < nr_features; i++) {
+		features[i].offset = offset;
+		offset += features[i].size;
 	}
 	if (s->swap) {
 		/* the u64s before the features' bitmap, none set */
@@ -276,10 +296,14 @@ static int stream__write_file(struct stream *s, int fd, int data_fd, u64 id)
 	    writen(fd, &attr, sizeof(attr)) != sizeof(attr) ||
 	    copy_data(fd, data_fd))
 		return -EIO;
-	if (s->compress &&
-	    (writen(fd, &feature, sizeof(feature)) != sizeof(feature) ||
-	     writen(fd, compressed, sizeof(compressed)) != sizeof(compressed)))
+	if (nr_features &&
+	    writen(fd, features, nr_features * sizeof(features[0])) !=
+	    (ssize_t)(nr_features * sizeof(features[0])))
 		return -EIO;
+	for (int i = 0; i < nr_features; i++) {
+		if (writen(fd, feature_data[i], features[i].size) != (ssize_t)features[i].size)
+			return -EIO;
+	}
 	return 0;
 }
 
@@ -409,6 +433,85 @@ static int stream__file_end(struct stream *s, int err)
 	return err;
 }
 
+/*
+ * perf record --threads writes the buffers of each of its threads' CPUs to
+ * a file of its own: in a directory, a thread's events go to its file, as
+ * if each thread ran on CPUs of its own.
+ */
+static void stream__to_file_of(struct stream *s, u32 tid)
+{
+	if (s->dir)
+		s->fd = s->dir_fds[tid == TID1 ? 1 : 2];
+}
+
+/* Opens the scratch files of a directory's data files after stream__file_begin(). */
+static int stream__dir_begin(struct stream *s)
+{
+	s->dir = true;
+	s->dir_fds[0] = s->fd;
+	for (int i = 1; i < 3; i++) {
+		s->dir_fds[i] = scratch_file();
+		if (s->dir_fds[i] < 0)
+			return s->dir_fds[i];
+	}
+	return 0;
+}
+
+/* Copies all of @data_fd to a new file @name in the directory @dir_fd. */
+static int stream__dir_file(int dir_fd, const char *name, int data_fd)
+{
+	int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = copy_data(fd, data_fd);
+	close(fd);
+	return err;
+}
+
+/*
+ * The events written since stream__dir_begin() as the perf.data directory
+ * @path: the header and what went to no thread's file in "data" (with
+ * HEADER_DIR_FORMAT), each thread's events in "data.N".
+ */
+static int stream__dir_end(struct stream *s, const char *path, int err)
+{
+	int dir_fd = -1;
+
+	s->fd = s->dir_fds[0];
+	s->file_fd = -1;
+	if (!err && s->failed)
+		err = -EIO;
+	if (!err && mkdir(path, 0755) && errno != EEXIST)
+		err = -errno;
+	if (!err) {
+		dir_fd = open(path, O_RDONLY | O_DIRECTORY);
+		if (dir_fd < 0)
+			err = -errno;
+	}
+	if (!err) {
+		s->file_fd = openat(dir_fd, "data", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (s->file_fd < 0)
+			err = -errno;
+	}
+	if (!err)
+		err = stream__write_file(s, s->file_fd, s->fd, s->id);
+	if (!err)
+		err = stream__dir_file(dir_fd, "data.0", s->dir_fds[1]);
+	if (!err)
+		err = stream__dir_file(dir_fd, "data.1", s->dir_fds[2]);
+	if (s->file_fd >= 0)
+		close(s->file_fd);
+	if (dir_fd >= 0)
+		close(dir_fd);
+	for (int i = 0; i < 3; i++) {
+		if (s->dir_fds[i] >= 0)
+			close(s->dir_fds[i]);
+	}
+	return err;
+}
+
 /* The rules' stream as a perf.data file, in the other byte order if @swap */
 static int deferredstream__rules_file(struct stream *s, bool swap, u64 id)
 {
@@ -451,6 +554,10 @@ static void stream__round(struct stream *s)
 		.type = PERF_RECORD_FINISHED_ROUND,
 		.size = sizeof(round),
 	};
+
+	/* perf record --threads ends no round */
+	if (s->dir)
+		return;
 
 	if (s->swap) {
 		round.type = bswap_32(round.type);
@@ -556,7 +663,9 @@ static int deferredstream__offcpu(struct stream *s, unsigned long nr)
 	u64 time = 100;
 	int err = stream__exe_threads(s, TID1, 2, "deferred-offcpu");
 
+	stream__to_file_of(s, TID1);
 	stream__sample(s, TID1, time++, COOKIE1, &kernel_a);
+	stream__to_file_of(s, TID2);
 	for (unsigned long i = 0; !err && i < nr && !s->failed; i++) {
 		u64 cookie = (u64)2 << 32 | (i + 1);
 
@@ -567,6 +676,7 @@ static int deferredstream__offcpu(struct stream *s, unsigned long nr)
 			stream__aux(s);
 		stream__round(s);
 	}
+	stream__to_file_of(s, TID1);
 	stream__record(s, TID1, time, COOKIE1, &stack);
 	return err ?: s->failed ? -EIO : 0;
 }
@@ -1077,6 +1187,16 @@ static int deferredstream(int argc, const char **argv)
 			return 1;
 		return stream__file_end(&s, deferredstream__bench(&s, nr, defer)) ? 1 : 0;
 	}
+	if (!strcmp(mode, "offcpu") && argc > 3 && !strcmp(argv[2], "dir")) {
+		int err;
+
+		for (int i = 0; i < 3; i++)
+			s.dir_fds[i] = -1;
+		err = stream__file_begin(&s, /*swap=*/false, id);
+		err = err ?: stream__dir_begin(&s);
+		err = err ?: deferredstream__offcpu(&s, nr);
+		return stream__dir_end(&s, argv[3], err) ? 1 : 0;
+	}
 	if (!strcmp(mode, "offcpu") && argc > 2) {
 		bool swap = !strcmp(argv[2], "swapped-file");
 
@@ -1117,7 +1237,7 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__offcpu(&s, nr) ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file|dir DIR]");
 	return 1;
 }
 
