@@ -124,9 +124,12 @@ perf test -w deferredstream offcpu 2000 compressed-file >"${tmpdir}/offcpu-compr
 # AUX area data that look like a record for the waiting sample's thread:
 # the index skips them as the reader does (perf script --no-itrace)
 perf test -w deferredstream offcpu 2000 aux-file >"${tmpdir}/offcpu-aux.data"
+# tracing data in the data section, as perf inject once wrote them, and
+# AUX area data: the index steps over both payloads as the reader does
+perf test -w deferredstream offcpu 2000 tracing-file >"${tmpdir}/offcpu-tracing.data"
 perf test -w deferredstream offcpu 2000 dir "${tmpdir}/offcpu.dir"
 for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data \
-	offcpu-aux.data offcpu.dir; do
+	offcpu-aux.data offcpu-tracing.data offcpu.dir; do
 	read_as capped "${input}" script --no-itrace --defer-queue-size 512k || continue
 	got="$(summary "${tmpdir}/capped.err" "over memory cap")"
 	got="${got:-none} over the cap, $(summary "${tmpdir}/capped.err" joined) joined"
@@ -163,7 +166,7 @@ fi
 # and the other byte order included.
 echo "perf script -v: the index walks the data as the reader does"
 for input in offcpu.data offcpu-swapped.data offcpu-compressed.data offcpu-aux.data \
-	offcpu.dir; do
+	offcpu-tracing.data offcpu.dir; do
 	read_as agree "${input}" script -v --no-itrace || continue
 	# "deferred callchains: N records indexed, M read"
 	got=$(awk '/ records indexed, / { print $3 " " $6 }' "${tmpdir}/agree.err")

@@ -53,11 +53,14 @@
  *		callchains;
  *   bench N fp|defer: a perf.data file of N samples, their stacks whole
  *		(fp) or deferred (deferredstream__bench());
- *   offcpu N [file|swapped-file|compressed-file|aux-file|dir DIR]: one
- *		thread's sample waiting for its record behind N stays of
+ *   offcpu N [file|swapped-file|compressed-file|aux-file|tracing-file|dir DIR]:
+ *		one thread's sample waiting for its record behind N stays of
  *		another (deferredstream__offcpu()); compressed as perf record
- *		-z does; with AUX area data (stream__aux()); as a directory
- *		DIR that perf record --threads writes (stream__dir_end()).
+ *		-z does; with AUX area data (stream__aux()); with tracing data
+ *		in the data section, as perf inject wrote them, and AUX area
+ *		data (the index must step over both as the reader does); as
+ *		a directory DIR that perf record --threads writes
+ *		(stream__dir_end()).
  */
 noinline void deferredstream_leaf(void);
 noinline void deferredstream_mid(void);
@@ -1199,14 +1202,26 @@ static int deferredstream(int argc, const char **argv)
 	}
 	if (!strcmp(mode, "offcpu") && argc > 2) {
 		bool swap = !strcmp(argv[2], "swapped-file");
+		bool tracing = !strcmp(argv[2], "tracing-file");
+		int err;
 
 		s.compress = !strcmp(argv[2], "compressed-file");
-		s.aux = !strcmp(argv[2], "aux-file");
+		s.aux = !strcmp(argv[2], "aux-file") || tracing;
 		if (!swap && !s.compress && !s.aux && strcmp(argv[2], "file"))
 			goto usage;
 		if (stream__file_begin(&s, swap, id))
 			return 1;
-		return stream__file_end(&s, deferredstream__offcpu(&s, nr)) ? 1 : 0;
+		if (tracing) {
+			struct tracing_data_buf *t = tracing_data__new();
+
+			if (t)
+				stream__tracing_data(&s, t);
+			else
+				s.failed = true;
+			free(t);
+		}
+		err = deferredstream__offcpu(&s, nr);
+		return stream__file_end(&s, err) ? 1 : 0;
 	}
 	if (!strcmp(mode, "rules") && argc > 1) {
 		bool swap = !strcmp(argv[1], "swapped-file");
@@ -1237,7 +1252,7 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__offcpu(&s, nr) ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file|dir DIR]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file|tracing-file|dir DIR]");
 	return 1;
 }
 
