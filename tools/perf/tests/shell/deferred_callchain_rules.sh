@@ -19,7 +19,7 @@
 # joined from a file, byte-swapped, compressed (as perf record -z writes
 # it), with AUX area data or none of those, or from a directory (as perf
 # record --threads writes it, each thread's events in a file, no round
-# ends); and the index of a recording of 200,000 samples (50,000 records)
+# ends, compressed or not); and the index of a recording of 200,000 samples (50,000 records)
 # never holds more than a few of them.
 
 set -e
@@ -128,8 +128,9 @@ perf test -w deferredstream offcpu 2000 aux-file >"${tmpdir}/offcpu-aux.data"
 # AUX area data: the index steps over both payloads as the reader does
 perf test -w deferredstream offcpu 2000 tracing-file >"${tmpdir}/offcpu-tracing.data"
 perf test -w deferredstream offcpu 2000 dir "${tmpdir}/offcpu.dir"
+perf test -w deferredstream offcpu 2000 compressed-dir "${tmpdir}/offcpu-compressed.dir"
 for input in offcpu.pipe offcpu.data offcpu-swapped.data offcpu-compressed.data \
-	offcpu-aux.data offcpu-tracing.data offcpu.dir; do
+	offcpu-aux.data offcpu-tracing.data offcpu.dir offcpu-compressed.dir; do
 	read_as capped "${input}" script --no-itrace --defer-queue-size 512k || continue
 	got="$(summary "${tmpdir}/capped.err" "over memory cap")"
 	got="${got:-none} over the cap, $(summary "${tmpdir}/capped.err" joined) joined"
@@ -166,7 +167,7 @@ fi
 # and the other byte order included.
 echo "perf script -v: the index walks the data as the reader does"
 for input in offcpu.data offcpu-swapped.data offcpu-compressed.data offcpu-aux.data \
-	offcpu-tracing.data offcpu.dir; do
+	offcpu-tracing.data offcpu.dir offcpu-compressed.dir; do
 	read_as agree "${input}" script -v --no-itrace || continue
 	# "deferred callchains: N records indexed, M read"
 	got=$(awk '/ records indexed, / { print $3 " " $6 }' "${tmpdir}/agree.err")

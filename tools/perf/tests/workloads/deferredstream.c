@@ -53,13 +53,14 @@
  *		callchains;
  *   bench N fp|defer: a perf.data file of N samples, their stacks whole
  *		(fp) or deferred (deferredstream__bench());
- *   offcpu N [file|swapped-file|compressed-file|aux-file|tracing-file|dir DIR]:
+ *   offcpu N [file|swapped-file|compressed-file|aux-file|tracing-file]
+ *   offcpu N dir|compressed-dir DIR:
  *		one thread's sample waiting for its record behind N stays of
  *		another (deferredstream__offcpu()); compressed as perf record
  *		-z does; with AUX area data (stream__aux()); with tracing data
  *		in the data section, as perf inject wrote them, and AUX area
  *		data (the index must step over both as the reader does); as
- *		a directory DIR that perf record --threads writes
+ *		a directory DIR that perf record --threads (-z) writes
  *		(stream__dir_end()).
  */
 noinline void deferredstream_leaf(void);
@@ -482,10 +483,20 @@ static int stream__dir_end(struct stream *s, const char *path, int err)
 {
 	int dir_fd = -1;
 
-	s->fd = s->dir_fds[0];
 	s->file_fd = -1;
 	if (!err && s->failed)
 		err = -EIO;
+	/* perf record --threads -z: each thread compresses what it writes */
+	for (int i = 0; !err && s->compress && i < 3; i++) {
+		int fd = stream__compress(s->dir_fds[i]);
+
+		if (fd < 0) {
+			err = fd;
+			break;
+		}
+		close(s->dir_fds[i]);
+		s->dir_fds[i] = fd;
+	}
 	if (!err && mkdir(path, 0755) && errno != EEXIST)
 		err = -errno;
 	if (!err) {
@@ -499,7 +510,7 @@ static int stream__dir_end(struct stream *s, const char *path, int err)
 			err = -errno;
 	}
 	if (!err)
-		err = stream__write_file(s, s->file_fd, s->fd, s->id);
+		err = stream__write_file(s, s->file_fd, s->dir_fds[0], s->id);
 	if (!err)
 		err = stream__dir_file(dir_fd, "data.0", s->dir_fds[1]);
 	if (!err)
@@ -1190,9 +1201,11 @@ static int deferredstream(int argc, const char **argv)
 			return 1;
 		return stream__file_end(&s, deferredstream__bench(&s, nr, defer)) ? 1 : 0;
 	}
-	if (!strcmp(mode, "offcpu") && argc > 3 && !strcmp(argv[2], "dir")) {
+	if (!strcmp(mode, "offcpu") && argc > 3 &&
+	    (!strcmp(argv[2], "dir") || !strcmp(argv[2], "compressed-dir"))) {
 		int err;
 
+		s.compress = !strcmp(argv[2], "compressed-dir");
 		for (int i = 0; i < 3; i++)
 			s.dir_fds[i] = -1;
 		err = stream__file_begin(&s, /*swap=*/false, id);
@@ -1252,7 +1265,7 @@ static int deferredstream(int argc, const char **argv)
 		return deferredstream__offcpu(&s, nr) ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: perf test -w %s %s\n", __func__,
-		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file|tracing-file|dir DIR]");
+		"views|views-notime|views-mainline|wait N|joined N|rules [file|swapped-file]|sched [file]|sched-fp [file]|bench N fp|defer|offcpu N [file|swapped-file|compressed-file|aux-file|tracing-file|dir DIR|compressed-dir DIR]");
 	return 1;
 }
 
