@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Labels that unwind_deferred_test.c's inline assembly puts right after its
+ * Labels that the inline assembly of frames_syscall() (udt_test.h) and
+ * corrupt_syscall() (unwind_deferred_test.c) put right after their
  * system call instructions: the user IPs the kernel sees for those calls.
  */
 #ifndef UNWIND_DEFERRED_SYSCALL_IP_H
