@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A shared object built like sframe_test (SFrame, no frame pointers), that
- * sframe_test dlopen()s: its two frames sit between the test and the
- * callback that asks for a walk.
+ * A shared object built like the SFrame tests (SFrame, no frame
+ * pointers), that sframe_found_test dlopen()s: its two frames sit between
+ * the test and the callback that asks for a walk.
  */
 #define NOIPA __attribute__((noipa))
 
