@@ -178,6 +178,80 @@ for name, tail in (("header", bytes(7)), ("body", sample[:20])):
     header += bytes(32)
     with open(f"{out}/data-cut-in-{name}.data", "wb") as f:
         f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample + tail)
+
+# Trace data whose sched:sched_switch format (as Linux 6.12 writes it) is
+# damaged the ways that crashed libtraceevent (1.7.1 to 1.8.4) when perf
+# handed it the text: the fuzzer's own find (a __print_flags() of a field
+# the event does not have, one byte of a recording's format changed), a
+# field's '[' not closed before a byte that is not text, a type that
+# begins with __attribute__, an operator at the end, a constant divided by
+# 0, an unknown operator after an array's ']', and nesting deep enough to
+# exhaust the stack. The undamaged format is read too.
+sched_switch = (
+    "name: sched_switch\nID: 370\nformat:\n"
+    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+    "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+    "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n"
+    "\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n"
+    "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n"
+    "\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n"
+    "\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n"
+    "\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\n"
+    "print fmt: \"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> "
+    "next_comm=%s next_pid=%d next_prio=%d\", REC->prev_comm, REC->prev_pid, "
+    "REC->prev_prio, (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | "
+    "0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)) ? "
+    "__print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | "
+    "0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), "
+    "\"|\", { 0x00000001, \"S\" }, { 0x00000002, \"D\" }, { 0x00000004, \"T\" }, "
+    "{ 0x00000008, \"t\" }, { 0x00000010, \"X\" }, { 0x00000020, \"Z\" }, "
+    "{ 0x00000040, \"P\" }, { 0x00000080, \"I\" }) : \"R\", REC->prev_state & "
+    "(((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | "
+    "0x00000020 | 0x00000040) + 1) << 1) ? \"+\" : \"\", REC->next_comm, "
+    "REC->next_pid, REC->next_prio\n").encode()
+damaged_formats = {
+    "sched-switch": sched_switch,
+    "flags-of-no-field": sched_switch.replace(b"__print_flags(REC->prev_state",
+                                              b"__print_flags(REC->prev_stat`"),
+    "field-bracket": sched_switch.replace(b"prev_comm[16]", b"prev_comm[16\xb1"),
+    "field-attribute": sched_switch.replace(b"field:int common_pid",
+                                            b"field:__attribute__(int common_pid"),
+    "trailing-operator": sched_switch[:-1] + b" <<\n",
+    "constant-by-zero": sched_switch[:-1] + b", 1 / 0\n",
+    "array-unknown-op": sched_switch[:-1] + b", REC->prev_comm[0] $ 1\n",
+    "deep-nesting": sched_switch[:-1] + b", " + b"(" * 100000 + b"1" + b")" * 100000 + b"\n",
+}
+RAW = 0x400
+tp_attr = struct.pack("<IIQQQQ", 2, ATTR_SIZE, 370, 1, 0x7 | RAW, 0)
+tp_attr += bytes(ATTR_SIZE - len(tp_attr))
+raw = (struct.pack("<HBBi", 370, 0, 0, 1) + b"task".ljust(16, b"\0") +
+       struct.pack("<iiq", 1, 120, 1) + b"next".ljust(16, b"\0") + struct.pack("<ii", 2, 120))
+sample = record(9, struct.pack("<QIIQI", 0x400000, 1, 1, 1000, len(raw) + 4) + raw +
+                bytes(4))
+attrs_at = 104
+data_at = attrs_at + ATTR_SIZE + 16
+feat_table_at = data_at + len(sample)
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at, len(sample), 0, 0)
+header += struct.pack("<QQQQ", 1 << 1, 0, 0, 0)
+header_page = (b"\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+               b"\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
+               b"\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
+               b"\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n")
+for name, text in damaged_formats.items():
+    tracing = (b"\x17\x08\x44tracing0.6\x00" + b"\x00\x08" + struct.pack("<I", 4096) +
+               b"header_page\x00" + struct.pack("<Q", len(header_page)) + header_page +
+               b"header_event\x00" + struct.pack("<Q", 0) +
+               struct.pack("<I", 0) +                       # no ftrace formats
+               struct.pack("<I", 1) + b"sched\x00" + struct.pack("<I", 1) +
+               struct.pack("<Q", len(text)) + text +
+               struct.pack("<I", 0) + struct.pack("<I", 0) + struct.pack("<Q", 0))
+    with open(f"{out}/format-{name}.data", "wb") as f:
+        f.write(header + tp_attr + bytes(16) + sample +
+                struct.pack("<QQ", feat_table_at + 16, len(tracing)) + tracing)
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
@@ -238,6 +312,31 @@ check swapped-odd-size.data refused
 check swapped-odd-switch.data refused
 check unknown-feature.data read
 check tracing-data-cut.data refused
+for format in sched-switch flags-of-no-field field-bracket field-attribute \
+	      trailing-operator constant-by-zero array-unknown-op deep-nesting; do
+	case $format in
+	field-*) check "format-$format.data" refused ;;
+	*) check "format-$format.data" read ;;
+	esac
+	# a damaged print format is named, a whole one is not
+	damaged=0
+	perf script -i "$tmpdir/format-$format.data" 2>&1 >/dev/null |
+		grep -q "^Damaged trace data (HEADER_TRACING_DATA): the .*sched:sched_switch" ||
+		damaged=$?
+	if [ "$format" = sched-switch ] && [ "$damaged" = 0 ]; then
+		echo "FAIL: the undamaged sched_switch format was called damaged"
+		err=1
+	elif [ "$format" != sched-switch ] && [ "$damaged" != 0 ]; then
+		echo "FAIL: no message naming the damaged format in format-$format.data"
+		err=1
+	fi
+done
+if ! perf script -i "$tmpdir/format-sched-switch.data" 2>/dev/null |
+	grep -q "prev_comm=task prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=next"; then
+	echo "FAIL: the undamaged sched_switch format does not print its sample"
+	perf script -i "$tmpdir/format-sched-switch.data"
+	err=1
+fi
 # no_hang FILE CMD...: perf CMD on FILE ends within a minute (both hung).
 no_hang() {
 	local file=$tmpdir/$1 status=0
