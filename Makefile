@@ -4,7 +4,7 @@
 
 .PHONY: all check demo tree export patch series series-check kernel bench-kernel perf \
 	selftests clean compare-base bench-processing bench-record stress fuzz-attr fuzz-perf \
-	boot-count
+	fuzz-perf-seeds boot-count
 
 all: kernel perf selftests
 
@@ -45,9 +45,14 @@ stress:
 
 # Damaged fp,defer recordings (aimed mutations, zzuf) through perf script,
 # report, inject and report -D, perf built with ASAN and UBSan (FUZZ_N
-# iterations, default 300, or FUZZ_S seconds; make check runs 15).
+# iterations, default 300, or FUZZ_S seconds): fresh recordings of the test
+# kernel and the committed seeds (make check runs 15 on the seeds alone).
 fuzz-perf:
 	harness/fuzz-perf
+
+# Record the committed seed recordings of the perf fuzzer anew, in the VM.
+fuzz-perf-seeds:
+	harness/fuzz-perf --record-seeds
 
 # Boot the test kernel and the base kernel with the same configuration,
 # BOOTS times each (default 50), and count the boots with a kernel report.
