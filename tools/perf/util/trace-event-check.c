@@ -8,8 +8,8 @@
  * is not closed before the text ends, a field whose type begins with
  * __attribute__, a __print_flags() or __print_symbolic() of a field the
  * event does not have, an operator with nothing after it at the end of the
- * text, a constant divided by 0, or nesting deep enough to exhaust the
- * stack. The kernel writes a format as lines of printable ASCII (f_show()
+ * text, an unknown operator or an index where it expects a known one, a
+ * constant divided by 0, or nesting deep enough to exhaust the stack. The kernel writes a format as lines of printable ASCII (f_show()
  * in kernel/trace/trace_events.c): the name, the ID, one line per field,
  * and the print format with its arguments, C expressions. These checks
  * accept what the kernel writes and refuse what the parser cannot survive:
@@ -353,16 +353,25 @@ static bool format_primary(struct format_lexer *lx, int depth)
 	return format_fail(lx, "has an operator or a delimiter where a value belongs");
 }
 
-/* A value and its [index]es ("->" is REC's alone, '.' nobody's) */
-static bool format_postfix(struct format_lexer *lx, int depth)
+/*
+ * A value and its [index] ("->" is REC's alone, '.' nobody's). libtraceevent
+ * takes '[' for an operator of no priority: after a second '[', or after
+ * the last operand of "?:", it takes the right side of an operation that
+ * has none.
+ */
+static bool format_postfix(struct format_lexer *lx, int depth, bool index_ok)
 {
 	if (!format_primary(lx, depth))
 		return false;
-	while (token_is(lx, FT_OP, "[")) {
-		format_next(lx);
-		if (!format_list(lx, "]", depth))
-			return false;
-	}
+	if (!token_is(lx, FT_OP, "["))
+		return true;
+	if (!index_ok)
+		return format_fail(lx, "indexes the last operand of a conditional");
+	format_next(lx);
+	if (!format_list(lx, "]", depth))
+		return false;
+	if (token_is(lx, FT_OP, "["))
+		return format_fail(lx, "has an index of an index");
 	return true;
 }
 
@@ -389,13 +398,15 @@ static bool format_binary(const struct format_lexer *lx)
 /* Unary operators, values and binary operators between them. */
 static bool format_expr(struct format_lexer *lx, int depth)
 {
+	bool after_colon = false;
+
 	for (;;) {
 		while (format_unary(lx)) {
 			if (++depth > FORMAT_MAX_NESTING)
 				return format_fail(lx, "nests too deep");
 			format_next(lx);
 		}
-		if (!format_postfix(lx, depth))
+		if (!format_postfix(lx, depth, !after_colon))
 			return false;
 		if (lx->operators > FORMAT_MAX_OPERATORS)
 			return format_fail(lx, "has too many operators");
@@ -403,6 +414,7 @@ static bool format_expr(struct format_lexer *lx, int depth)
 			return true;
 		if (!format_binary(lx))
 			return format_fail(lx, "has an unknown operator");
+		after_colon = token_is(lx, FT_OP, ":");
 		if (token_is(lx, FT_OP, "/") || token_is(lx, FT_OP, "%")) {
 			format_next(lx);
 			if (!format_divisor_ok(lx))

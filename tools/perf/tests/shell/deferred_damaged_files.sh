@@ -185,8 +185,9 @@ for name, tail in (("header", bytes(7)), ("body", sample[:20])):
 # the event does not have, one byte of a recording's format changed), a
 # field's '[' not closed before a byte that is not text, a type that
 # begins with __attribute__, an operator at the end, a constant divided by
-# 0, an unknown operator after an array's ']', and nesting deep enough to
-# exhaust the stack. The undamaged format is read too.
+# 0, an unknown operator after an array's ']', an index of the last
+# operand of "?:" or of an index, and nesting deep enough to exhaust the
+# stack. The undamaged format is read too.
 sched_switch = (
     "name: sched_switch\nID: 370\nformat:\n"
     "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
@@ -222,6 +223,8 @@ damaged_formats = {
     "trailing-operator": sched_switch[:-1] + b" <<\n",
     "constant-by-zero": sched_switch[:-1] + b", 1 / 0\n",
     "array-unknown-op": sched_switch[:-1] + b", REC->prev_comm[0] $ 1\n",
+    "conditional-index": sched_switch[:-1] + b", REC->prev_pid ? \"a\" : \"b\"[0]\n",
+    "index-of-index": sched_switch[:-1] + b", REC->prev_comm[0][1]\n",
     "deep-nesting": sched_switch[:-1] + b", " + b"(" * 100000 + b"1" + b")" * 100000 + b"\n",
 }
 RAW = 0x400
@@ -313,7 +316,8 @@ check swapped-odd-switch.data refused
 check unknown-feature.data read
 check tracing-data-cut.data refused
 for format in sched-switch flags-of-no-field field-bracket field-attribute \
-	      trailing-operator constant-by-zero array-unknown-op deep-nesting; do
+	      trailing-operator constant-by-zero array-unknown-op conditional-index \
+	      index-of-index deep-nesting; do
 	case $format in
 	field-*) check "format-$format.data" refused ;;
 	*) check "format-$format.data" read ;;
