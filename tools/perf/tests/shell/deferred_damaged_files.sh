@@ -255,6 +255,27 @@ for name, text in damaged_formats.items():
     with open(f"{out}/format-{name}.data", "wb") as f:
         f.write(header + tp_attr + bytes(16) + sample +
                 struct.pack("<QQ", feat_table_at + 16, len(tracing)) + tracing)
+
+# A pipe whose COMM record is 8 bytes, too short for the sample_id its attr
+# says every record ends with: perf read the timestamp before the record.
+sid_attr = bytearray(attr())
+sid_attr[40:48] = struct.pack("<Q", 1 << 18)     # sample_id_all
+pipe("short-sample-id.data", record(64, bytes(sid_attr) + struct.pack("<Q", 1)),
+     struct.pack("<IHH", 3, 0, 8))
+
+# A file whose HEADER_BUILD_ID entry says it is 65535 bytes: perf read its
+# name into a buffer of PATH_MAX bytes on the stack.
+attrs_at = 104
+data_at = attrs_at + ATTR_SIZE + 16
+sample = record(9, struct.pack("<QIIQ", 0x400000, 1, 1, 1000))
+feat_table_at = data_at + len(sample)
+header = struct.pack("<QQQ", MAGIC, 104, ATTR_SIZE + 16)
+header += struct.pack("<QQQQQQ", attrs_at, ATTR_SIZE + 16, data_at, len(sample), 0, 0)
+header += struct.pack("<QQQQ", 1 << 2, 0, 0, 0)
+entry = struct.pack("<IHHi", 67, 0, 0xffff, -1) + bytes(24) + b"x" * (0xffff - 36)
+with open(f"{out}/build-id-size.data", "wb") as f:
+    f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample +
+            struct.pack("<QQ", feat_table_at + 16, len(entry)) + entry)
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
@@ -303,6 +324,8 @@ check() {
 }
 
 check thread-map-count.data refused
+check short-sample-id.data refused
+check build-id-size.data read
 check cpu-map-count.data refused
 check attr-size.data refused
 check feature-string.data read
