@@ -9,8 +9,9 @@
  * __attribute__, a __print_flags() or __print_symbolic() of a field the
  * event does not have, an operator with nothing after it at the end of the
  * text, an unknown operator or an index where it expects a known one, a
- * constant divided by 0, or nesting deep enough to exhaust the stack. The kernel writes a format as lines of printable ASCII (f_show()
- * in kernel/trace/trace_events.c): the name, the ID, one line per field,
+ * constant divided by 0, or nesting deep enough to exhaust the stack. The
+ * kernel writes a format as lines of printable ASCII (f_show() in
+ * kernel/trace/trace_events.c): the name, the ID, one line per field,
  * and the print format with its arguments, C expressions. These checks
  * accept what the kernel writes and refuse what the parser cannot survive:
  * a damaged name, ID or field refuses the format; a damaged print format
