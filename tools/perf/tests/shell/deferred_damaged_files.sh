@@ -276,10 +276,17 @@ entry = struct.pack("<IHHi", 67, 0, 0xffff, -1) + bytes(24) + b"x" * (0xffff - 3
 with open(f"{out}/build-id-size.data", "wb") as f:
     f.write(header + attr() + struct.pack("<QQ", 0, 0) + sample +
             struct.pack("<QQ", feat_table_at + 16, len(entry)) + entry)
+
+# PERF_RECORD_STAT_CONFIG of 2^40 terms in its 16 bytes (perf read them past
+# the mapped file), and a PERF_RECORD_STAT_ROUND before the thread and CPU
+# maps that give perf script its counts (it processed counts of NULL).
+pipe("stat-config-count.data", header_attr, record(75, struct.pack("<Q", 1 << 40)))
+pipe("stat-round-no-maps.data", header_attr, record(77, struct.pack("<QQ", 0, 1000)))
 EOF
 
 # check FILE EXPECT: perf script and perf report -D on FILE (a pipe stream
-# on stdin when its header is 16 bytes); EXPECT "refused" or "read".
+# on stdin when its header is 16 bytes); EXPECT "refused" or "read", or
+# "either" where the two commands differ (no crash, no silent refusal).
 check() {
 	local file=$tmpdir/$1 expect=$2 status cmd first
 
@@ -325,6 +332,8 @@ check() {
 
 check thread-map-count.data refused
 check short-sample-id.data refused
+check stat-config-count.data refused
+check stat-round-no-maps.data either
 check build-id-size.data read
 check cpu-map-count.data refused
 check attr-size.data refused
