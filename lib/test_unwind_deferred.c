@@ -33,7 +33,6 @@
 #include <linux/wait.h>
 
 #include <asm/apic.h>
-#include <asm/irq_regs.h>
 #include <asm/nmi.h>
 
 #include <trace/events/sched.h>
@@ -171,11 +170,8 @@ static void udt_extra_callback(struct unwind_work *consumer,
 	WARN_ONCE(1, "extra consumer called back\n");
 }
 
-/*
- * Make @step's request for current, here, in whatever context this is; an
- * interrupt or NMI passes the registers it interrupted, as perf does.
- */
-static void udt_request_here(struct udt_step *step, struct pt_regs *regs)
+/* Make @step's request for current, here, in whatever context this is. */
+static void udt_request_here(struct udt_step *step)
 {
 	struct unwind_work *consumer = &udt_consumers[step->consumer].consumer;
 	u64 cookie;
@@ -183,15 +179,15 @@ static void udt_request_here(struct udt_step *step, struct pt_regs *regs)
 	step->in_hardirq = !!in_hardirq();
 	step->in_nmi = !!in_nmi();
 	step->cpu = raw_smp_processor_id();
-	step->ret = unwind_deferred_request_from(consumer, &cookie, regs);
+	step->ret = unwind_deferred_request(consumer, &cookie);
 	step->cookie = cookie;
 }
 
 /* Interrupt side of an IRQ or NMI step. */
-static void udt_call_here(struct udt_call *call, struct pt_regs *regs)
+static void udt_call_here(struct udt_call *call)
 {
 	if (current == call->task)
-		udt_request_here(call->step, regs);
+		udt_request_here(call->step);
 	else
 		call->step->ret = -ESTALE;	/* interrupted another task */
 	/* Pairs with smp_load_acquire() in udt_spin_until_done(). */
@@ -219,7 +215,7 @@ static bool udt_spin_until_done(struct udt_call *call)
 
 static void udt_irq_work_func(struct irq_work *work)
 {
-	udt_call_here(container_of(work, struct udt_call, work), get_irq_regs());
+	udt_call_here(container_of(work, struct udt_call, work));
 }
 
 /*
@@ -257,7 +253,7 @@ static int udt_nmi_handler(unsigned int type, struct pt_regs *regs)
 	call = this_cpu_xchg(udt_nmi_call, NULL);
 	if (!call)
 		return NMI_DONE;
-	udt_call_here(call, regs);
+	udt_call_here(call);
 	return NMI_HANDLED;
 }
 
@@ -297,7 +293,7 @@ static void udt_run_step(struct udt_step *step)
 	switch (step->context) {
 	case UDT_CTX_TASK:
 		preempt_disable();	/* so that step->cpu is where it ran */
-		udt_request_here(step, NULL);
+		udt_request_here(step);
 		preempt_enable();
 		break;
 	case UDT_CTX_IRQ:

@@ -54,8 +54,6 @@ struct unwind_work {
 int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func);
 void unwind_deferred_cancel(struct unwind_work *work);
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie);
-int unwind_deferred_request_from(struct unwind_work *work, u64 *cookie,
-				 struct pt_regs *regs);
 void unwind_deferred_mark_served(struct unwind_work *work);
 int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace);
 
@@ -73,6 +71,7 @@ DECLARE_PER_CPU(bool, unwind_exit_work_ran);
  * The return to user space of the task on this CPU is past its exit work,
  * with interrupts off until user mode: a request from anything traced from
  * here on but an NMI is too late to be deferred (unwind_deferred_request()).
+ * An NMI's request raises a self-interrupt whatever it interrupted.
  * raw_cpu_*(): nothing here may be instrumented, and nothing can migrate.
  */
 static __always_inline void unwind_exit_work_done(void)
@@ -119,14 +118,6 @@ static inline void unwind_deferred_cancel(struct unwind_work *work) {}
 
 static inline int unwind_deferred_request(struct unwind_work *work,
 					  u64 *cookie)
-{
-	*cookie = 0;
-	return -EOPNOTSUPP;
-}
-
-static inline int unwind_deferred_request_from(struct unwind_work *work,
-					       u64 *cookie,
-					       struct pt_regs *regs)
 {
 	*cookie = 0;
 	return -EOPNOTSUPP;

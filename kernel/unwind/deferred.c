@@ -32,7 +32,6 @@
 #include <linux/task_work.h>
 #include <linux/unwind_deferred.h>
 #include <linux/unwind_user.h>
-#include <asm/sections.h>
 
 #define CREATE_TRACE_POINTS
 #include <trace/events/unwind.h>
@@ -339,37 +338,10 @@ static int unwind_late_request(struct unwind_task_info *info,
 	return -EAGAIN;
 }
 
-/*
- * Whether a request from an NMI that interrupted @regs needs a
- * self-interrupt to have its walk run: the NMI's own return to user space
- * runs no exit work, and a return to user space past its last look at
- * the thread flags runs none either. An NMI that interrupted kernel code
- * before the exit work (the common case of PMU samples of system calls)
- * needs none: TIF_NOTIFY_RESUME is enough. Interrupted entry or exit code
- * (noinstr, the architecture's entry text) may be past that look; so may
- * code after unwind_exit_work_done(). The exit loop itself, between its
- * last look and its end, is caught by unwind_deferred_end_stay().
- */
-static bool unwind_nmi_needs_kick(struct pt_regs *regs)
-{
-	unsigned long ip;
-
-	if (!regs || user_mode(regs) || raw_cpu_read(unwind_exit_work_ran))
-		return true;
-	ip = instruction_pointer(regs);
-	return (ip >= (unsigned long)__noinstr_text_start &&
-		ip < (unsigned long)__noinstr_text_end) ||
-	       (ip >= (unsigned long)__entry_text_start &&
-		ip < (unsigned long)__entry_text_end);
-}
-
 /**
- * unwind_deferred_request_from - ask for the current task's user stack
+ * unwind_deferred_request - ask for the current task's user stack
  * @work:	a registered consumer (unwind_deferred_init())
  * @cookie:	where to store the cookie of the current kernel stay
- * @regs:	the registers the caller's interrupt or NMI interrupted, or
- *		NULL: from an NMI, they say whether a self-interrupt is needed
- *		to run the walk (see unwind_nmi_needs_kick())
  *
  * Context: any, NMI included, for the current task (NMI-safe primitives
  * only).
@@ -389,8 +361,7 @@ static bool unwind_nmi_needs_kick(struct pt_regs *regs)
  * -ESRCH when the task work could not be queued.
  * *@cookie is 0 on error.
  */
-int unwind_deferred_request_from(struct unwind_work *work, u64 *cookie,
-				 struct pt_regs *regs)
+int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 {
 	struct task_struct *task = current;
 	struct unwind_task_info *info = &task->unwind_info;
@@ -429,12 +400,17 @@ int unwind_deferred_request_from(struct unwind_work *work, u64 *cookie,
 
 	/*
 	 * Anything but an NMI (an interrupt, the task itself) came before
-	 * the exit work (see above), which will run the walk. So did most
-	 * NMIs; the others raise a self-interrupt whose return runs it
-	 * (TWA_NMI_CURRENT). Requests come from perf samples taken under raw
-	 * locks: no allocation (KASAN's aux stack) either.
+	 * the exit work (see above), which will run the walk. An NMI may have
+	 * interrupted any instruction, the last ones of a return to user space
+	 * too (a return thunk after the exit work's last look at the thread
+	 * flags), and the registers it passes may be synthetic (an event raised
+	 * in its handler): it raises a self-interrupt, whose return to user
+	 * space runs the walk in this stay (TWA_NMI_CURRENT). TWA_RESUME would
+	 * also record the queueing stack for KASAN, with a trylock, which has
+	 * no place in NMI context. Requests come from perf samples taken under
+	 * raw locks: no allocation either.
 	 */
-	if (in_nmi() && unwind_nmi_needs_kick(regs))
+	if (in_nmi())
 		ret = task_work_add(task, &info->work, TWA_NMI_CURRENT);
 	else
 		ret = task_work_add(task, &info->work,
@@ -445,23 +421,6 @@ int unwind_deferred_request_from(struct unwind_work *work, u64 *cookie,
 		return ret;
 	}
 	return 0;
-}
-
-/**
- * unwind_deferred_request - ask for the current task's user stack
- * @work:	a registered consumer (unwind_deferred_init())
- * @cookie:	where to store the cookie of the current kernel stay
- *
- * Context: any, NMI included, for the current task.
- *
- * As unwind_deferred_request_from() without the interrupted registers:
- * from an NMI, a self-interrupt runs the walk.
- *
- * Return: as unwind_deferred_request_from().
- */
-int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
-{
-	return unwind_deferred_request_from(work, cookie, NULL);
 }
 
 /**
@@ -547,10 +506,11 @@ static void unwind_forget_stay(struct unwind_task_info *info)
  *
  * The next request takes a new cookie. A run that is still due keeps the
  * stay going until an interrupt's return to user space runs it, before
- * any user instruction: the user stack does not change in between. An
- * NMI past the exit work raised that interrupt itself (TWA_NMI_CURRENT);
- * one in the exit loop after its last look at the thread flags asked for
- * no interrupt, and is raised here.
+ * any user instruction: the user stack does not change in between. The
+ * NMI that queued such a run raised that interrupt itself
+ * (TWA_NMI_CURRENT); raising it here too costs nothing more while it is
+ * pending, and keeps the stay's walk in the stay should anything else
+ * ever queue one this late.
  */
 void unwind_deferred_end_stay(void)
 {
