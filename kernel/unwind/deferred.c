@@ -302,16 +302,22 @@ static void unwind_deferred_work(struct callback_head *head)
 	unwind_deferred_run(container_of(head, struct unwind_task_info, work));
 }
 
-/* Whether the callback of @bit already ran in the stay of @cookie. */
+/*
+ * Whether the callback of @bit already ran in the stay of @cookie. A failed
+ * cache allocation is this stay's (unwind_forget_stay() drops it when the
+ * stay ends): served are the consumers called back since, with an empty
+ * stack; one that had not asked is queued, and gets the same.
+ */
 static bool unwind_served(struct unwind_task_info *info, u64 cookie,
 			  unsigned long bit)
 {
 	struct unwind_cache *cache = READ_ONCE(info->cache);
 
-	if (cache == UNWIND_CACHE_FAILED)
-		return true;
-	return cache && READ_ONCE(cache->cookie) == cookie &&
-	       (atomic_long_read(&info->served) & bit);
+	if (!cache)
+		return false;
+	if (cache != UNWIND_CACHE_FAILED && READ_ONCE(cache->cookie) != cookie)
+		return false;
+	return atomic_long_read(&info->served) & bit;
 }
 
 /*
