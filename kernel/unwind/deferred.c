@@ -349,8 +349,8 @@ static int unwind_late_request(struct unwind_task_info *info,
  * @work:	a registered consumer (unwind_deferred_init())
  * @cookie:	where to store the cookie of the current kernel stay
  *
- * Context: any, NMI included, for the current task (NMI-safe primitives
- * only).
+ * Context: any, NMI included, for the current task, with preemption off
+ * (unwind_deferred_cancel() counts on it); NMI-safe primitives only.
  *
  * The stack is walked once per kernel stay, in task context before the
  * task returns to user space, and @work's callback gets it and
@@ -464,15 +464,12 @@ int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func)
  *
  * Requests that are pending in tasks are dropped for @work; when this
  * returns, its callback does not run any more and @work may be freed.
- *
- * The tasks' masks are not swept: a consumer that takes the freed bit
- * later may be called back once, in a stay already under way, for a
- * request made for @work, and may see its own first request in such a stay
- * answered "already ran". Consumers register once, at boot or module load,
- * so this stays theoretical; sweeping every task is not worth it.
+ * Every task forgets @work's requests and callbacks, so that a consumer
+ * that takes its bit later starts afresh in every stay under way.
  */
 void unwind_deferred_cancel(struct unwind_work *work)
 {
+	struct task_struct *g, *t;
 	int bit = work->bit;
 
 	if (bit < 0)
@@ -482,7 +479,20 @@ void unwind_deferred_cancel(struct unwind_work *work)
 		list_del_rcu(&work->list);
 		WRITE_ONCE(work->bit, -1);
 	}
+	/* No callback of @work runs any more ... */
 	synchronize_srcu(&callbacks_srcu);
+	/*
+	 * ... nor a request that read its bit before it was -1: requests are
+	 * made with preemption off (interrupts, NMIs, tracepoint probes).
+	 */
+	synchronize_rcu();
+
+	scoped_guard(rcu) {
+		for_each_process_thread(g, t) {
+			atomic_long_andnot(BIT(bit), &t->unwind_info.pending);
+			atomic_long_andnot(BIT(bit), &t->unwind_info.served);
+		}
+	}
 
 	/* Only now may a new consumer take the bit. */
 	scoped_guard(mutex, &callbacks_mutex)
