@@ -53,7 +53,7 @@
 #include <sys/prctl.h>
 
 #define DATA_PAGES	64
-#define MAX_TP		4	/* tracepoints sampled by one test */
+#define MAX_TP		6	/* tracepoints sampled by one test */
 #define MIN_DEPTH	3	/* frames both walks must have, at least */
 #define MIN_HITS	20	/* compared hits a test needs to mean something */
 #define ROUNDS		25

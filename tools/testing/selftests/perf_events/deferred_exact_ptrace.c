@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Exact stacks under ptrace: a tracer that writes the tracee's registers
- * (PTRACE_SETREGS, PTRACE_POKEUSER) ends the tracee's stay, and the
- * samples taken before the write are walked before it.
+ * (PTRACE_SETREGS, PTRACE_POKEUSER) ends the tracee's stay, the samples
+ * taken before the stop are walked before it, and those taken on the way
+ * to the stop and during it (the switch out) are walked in place.
  *
  * Built 64-bit, and 32-bit as deferred_exact_ptrace_32, a compat task (see
  * deferred_exact.h).
@@ -234,17 +235,24 @@ static int tracer_stop(struct tracer *t, int status)
  *  - tgkill(SIGUSR1): the sample at sys_exit_tgkill sees the call site;
  *    at the signal-delivery stop (inside get_signal()) the tracer moves the
  *    registers, and the delivery, later in the same stay, sees them moved.
+ *  - every stop: the sample of the switch out (sched_switch) sees the
+ *    registers of the moment the tracee stopped, not those the tracer
+ *    writes while it is stopped: it is walked in place, as is everything
+ *    sampled from the way to a stop to its end (the deliveries above).
+ *  - tgkill()'s own signal_generate, between its entry and exit stops, is
+ *    deferred, and walked before the exit stop: the call site.
  */
 TEST(ptrace_register_writes_end_the_stay)
 {
 	static const char * const tps[] = {
 		SYS_ENTER_TP(getppid), SYS_EXIT_TP(getppid),
-		SYS_EXIT_TP(tgkill), "signal/signal_deliver",
+		SYS_EXIT_TP(tgkill), "signal/signal_deliver", "sched/sched_switch",
+		"signal/signal_generate",
 	};
 	unsigned long a = (unsigned long)detour_a, b = (unsigned long)detour_b;
 	unsigned long f1 = (unsigned long)fake_caller_1;
 	unsigned long f2 = (unsigned long)fake_caller_2;
-	int moved, getppid, tgkill, put_back, delivered, status, sig;
+	int moved, getppid, tgkill, put_back, delivered, switches, generated, status, sig;
 	struct tracer t = { 0 };
 	struct agreement ag;
 	struct twins tw;
@@ -291,6 +299,8 @@ TEST(ptrace_register_writes_end_the_stay)
 	tgkill = hits_from(&ag, 2, t.tgkill_ip, 0, 0);
 	put_back = hits_from(&ag, 3, t.getppid_ip, 0, 0);
 	delivered = hits_from(&ag, 3, b, f1, f2);
+	switches = hits_of(&ag, 4);
+	generated = hits_from(&ag, 5, t.tgkill_ip, 0, 0);
 	EXPECT_LE(MIN_HITS, getppid)
 		TH_LOG("want %d getppid() entries and exits, saw %d", MIN_HITS, getppid);
 	EXPECT_EQ(getppid, moved)
@@ -305,8 +315,13 @@ TEST(ptrace_register_writes_end_the_stay)
 	EXPECT_LE(MIN_HITS, delivered)
 		TH_LOG("want %d SIGUSR1 deliveries from the moved regs (%#lx %#lx %#lx), saw %d",
 		       MIN_HITS, b, f1, f2, delivered);
-	TH_LOG("%d stops: %d getppid() hits, %d tgkill() exits, %d + %d deliveries",
-	       t.stops, getppid, tgkill, put_back, delivered);
+	EXPECT_LE(t.stops, switches)
+		TH_LOG("want a switch out per stop (%d), saw %d", t.stops, switches);
+	EXPECT_LE(MIN_HITS, generated)
+		TH_LOG("want %d signal_generate hits in tgkill() at %#lx, saw %d",
+		       MIN_HITS, t.tgkill_ip, generated);
+	TH_LOG("%d stops: %d getppid(), %d tgkill(), %d + %d deliveries, %d switches, %d kills",
+	       t.stops, getppid, tgkill, put_back, delivered, switches, generated);
 
 	free(ag.pair);
 	close_twins(&tw);
