@@ -143,6 +143,18 @@ static struct unwind_work udt_extra[UNWIND_MAX_CONSUMERS + 1];
 /* The NMI step this CPU waits for, if any. */
 static DEFINE_PER_CPU(struct udt_call *, udt_nmi_call);
 
+/*
+ * UDT_ARM_EXIT_NMI: the thread whose armed system call is on its way out,
+ * and the NMI step made at the end of that return to user space. Written
+ * there, with interrupts off and lockdep counting them on already, where
+ * udt_lock may not be taken; read under it by UDT_IOC_ARM_RESULT, made
+ * later by the same process.
+ */
+static struct task_struct *udt_exit_nmi_task;
+static u32 udt_exit_nmi_consumer;
+static struct udt_step udt_exit_nmi_step;
+static bool udt_exit_nmi_hit;
+
 static void udt_callback(struct unwind_work *consumer,
 			 struct unwind_stacktrace *trace, u64 cookie)
 {
@@ -170,16 +182,23 @@ static void udt_extra_callback(struct unwind_work *consumer,
 	WARN_ONCE(1, "extra consumer called back\n");
 }
 
-/* Make @step's request for current, here, in whatever context this is. */
+/*
+ * Make @step's request for current, here, in whatever context this is; a
+ * step of no consumer (UDT_ARM_EXIT_NMI_ONLY) only notes the context.
+ */
 static void udt_request_here(struct udt_step *step)
 {
-	struct unwind_work *consumer = &udt_consumers[step->consumer].consumer;
-	u64 cookie;
+	struct unwind_work *consumer;
+	u64 cookie = 0;
 
 	step->in_hardirq = !!in_hardirq();
 	step->in_nmi = !!in_nmi();
 	step->cpu = raw_smp_processor_id();
-	step->ret = unwind_deferred_request(consumer, &cookie);
+	step->ret = 0;
+	if (step->consumer < UDT_CONSUMERS) {
+		consumer = &udt_consumers[step->consumer].consumer;
+		step->ret = unwind_deferred_request(consumer, &cookie);
+	}
 	step->cookie = cookie;
 }
 
@@ -480,6 +499,12 @@ static void udt_probe_sys_enter(void *data, struct pt_regs *regs, long id)
 	if (claimed) {
 		udt_armed.res.hits |= UDT_HIT_SYSCALL;
 		udt_armed.res.tid = task_pid_vnr(current);
+		if (udt_armed.flags & (UDT_ARM_EXIT_NMI | UDT_ARM_EXIT_NMI_ONLY)) {
+			udt_exit_nmi_consumer = 1;
+			if (udt_armed.flags & UDT_ARM_EXIT_NMI_ONLY)
+				udt_exit_nmi_consumer = UDT_CONSUMERS;
+			WRITE_ONCE(udt_exit_nmi_task, current);
+		}
 	}
 	spin_unlock_irqrestore(&udt_lock, flags);
 	if (!claimed)
@@ -543,16 +568,53 @@ static void udt_probe_signal_deliver(void *data, int sig,
 	spin_unlock_irqrestore(&udt_lock, flags);
 }
 
+/**
+ * unwind_test_exit_to_user_mode - the end of a return to user space
+ *
+ * Context: the very end of exit_to_user_mode(), past the exit work's last
+ * look at the thread flags and the end of the stay (unwind_reset_info()),
+ * interrupts off until user mode.
+ *
+ * For the thread of a system call armed with UDT_ARM_EXIT_NMI, a request
+ * from an NMI that interrupts this function: ordinary kernel text, as a
+ * return thunk after it is (UDT_ARM_EXIT_NMI_ONLY: the NMI only, for the
+ * events raised in its handler). The walk must still run before any user
+ * instruction, in a stay of its own, and find the stack of the system call.
+ */
+void unwind_test_exit_to_user_mode(void)
+{
+	if (likely(READ_ONCE(udt_exit_nmi_task) != current))
+		return;
+	WRITE_ONCE(udt_exit_nmi_task, NULL);
+
+	udt_exit_nmi_step = (struct udt_step){
+		.consumer	= udt_exit_nmi_consumer,
+		.context	= UDT_CTX_NMI,
+		.ret		= -EINPROGRESS,
+	};
+	udt_request_from_nmi(&udt_exit_nmi_step);
+	WRITE_ONCE(udt_exit_nmi_hit, true);
+}
+
+static void udt_exit_nmi_reset(void)
+{
+	WRITE_ONCE(udt_exit_nmi_task, NULL);
+	WRITE_ONCE(udt_exit_nmi_hit, false);
+}
+
 static long udt_ioctl_arm(void __user *uarg)
 {
 	struct udt_arm arm;
 
 	if (copy_from_user(&arm, uarg, sizeof(arm)))
 		return -EFAULT;
-	if (arm.flags & ~(UDT_ARM_EXEC | UDT_ARM_SIGNAL) || arm.nr > INT_MAX)
+	if (arm.flags & ~(UDT_ARM_EXEC | UDT_ARM_SIGNAL | UDT_ARM_EXIT_NMI |
+			  UDT_ARM_EXIT_NMI_ONLY) ||
+	    arm.nr > INT_MAX)
 		return -EINVAL;
 
 	spin_lock_irq(&udt_lock);
+	udt_exit_nmi_reset();
 	udt_armed.res = (struct udt_arm_result){ };
 	udt_armed.nr = arm.nr;
 	udt_armed.compat = in_compat_syscall();
@@ -568,6 +630,12 @@ static long udt_ioctl_arm_result(void __user *uarg)
 
 	spin_lock_irq(&udt_lock);
 	res = udt_armed.res;
+	if (READ_ONCE(udt_exit_nmi_hit)) {
+		res.hits |= UDT_HIT_EXIT_NMI;
+		res.exit_nmi_ret = udt_exit_nmi_step.ret;
+		res.exit_nmi_in_nmi = udt_exit_nmi_step.in_nmi;
+		res.exit_nmi_cookie = udt_exit_nmi_step.cookie;
+	}
 	spin_unlock_irq(&udt_lock);
 
 	if (copy_to_user(uarg, &res, sizeof(res)))
@@ -639,6 +707,70 @@ static long udt_ioctl_limit(void __user *uarg)
 	return 0;
 }
 
+/*
+ * UDT_IOC_REUSE: its two consumers, what they got, and whether one runs.
+ * Not udt_mutex: the walks run in between, with no lock held.
+ */
+static struct unwind_work udt_reuse_work[2];
+static struct udt_reuse udt_reuse;
+static atomic_t udt_reuse_busy = ATOMIC_INIT(0);
+
+static void udt_reuse_callback(struct unwind_work *consumer,
+			       struct unwind_stacktrace *trace, u64 cookie)
+{
+	if (consumer == &udt_reuse_work[0]) {
+		udt_reuse.first_calls++;
+	} else {
+		udt_reuse.second_calls++;
+		udt_reuse.second_nr = trace->nr;
+	}
+}
+
+static int udt_request_now(struct unwind_work *consumer)
+{
+	u64 cookie;
+	int ret;
+
+	/* Preemption off, as unwind_deferred_request() wants. */
+	preempt_disable();
+	ret = unwind_deferred_request(consumer, &cookie);
+	preempt_enable();
+	return ret;
+}
+
+static long udt_ioctl_reuse(void __user *uarg)
+{
+	struct unwind_work *second;
+	struct udt_reuse res;
+	int first_bit;
+
+	if (atomic_cmpxchg(&udt_reuse_busy, 0, 1))
+		return -EBUSY;
+	udt_reuse = (struct udt_reuse){ .first_ret = -ENOENT,
+					.second_ret = -ENOENT };
+	if (!unwind_deferred_init(&udt_reuse_work[0], udt_reuse_callback)) {
+		first_bit = udt_reuse_work[0].bit;
+		udt_reuse.first_ret = udt_request_now(&udt_reuse_work[0]);
+		/* The walk, in this system call: the stay goes on. */
+		task_work_run();
+		unwind_deferred_cancel(&udt_reuse_work[0]);
+
+		second = &udt_reuse_work[1];
+		if (!unwind_deferred_init(second, udt_reuse_callback)) {
+			udt_reuse.same_bit = second->bit == first_bit;
+			udt_reuse.second_ret = udt_request_now(second);
+			task_work_run();
+			unwind_deferred_cancel(second);
+		}
+	}
+	res = udt_reuse;
+	atomic_set(&udt_reuse_busy, 0);
+
+	if (copy_to_user(uarg, &res, sizeof(res)))
+		return -EFAULT;
+	return 0;
+}
+
 static long udt_ioctl_reset(void)
 {
 	unsigned int i;
@@ -656,6 +788,7 @@ static long udt_ioctl_reset(void)
 	}
 	WRITE_ONCE(udt_armed.tgid, 0);
 	udt_armed.res = (struct udt_arm_result){ };
+	udt_exit_nmi_reset();
 	udt_walks_base = atomic_read(&udt_walks);
 	spin_unlock_irq(&udt_lock);
 	return 0;
@@ -680,6 +813,8 @@ static long udt_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return udt_ioctl_arm_result(uarg);
 	case UDT_IOC_LIMIT:
 		return udt_ioctl_limit(uarg);
+	case UDT_IOC_REUSE:
+		return udt_ioctl_reuse(uarg);
 	}
 	return -ENOTTY;
 }

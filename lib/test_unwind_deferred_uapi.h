@@ -111,6 +111,17 @@ struct udt_result {
 #define UDT_ARM_EXEC		0x1
 /* Also request for consumers 0 and 1 when it then takes a signal. */
 #define UDT_ARM_SIGNAL		0x2
+/*
+ * Also request for consumer 1 from a self-NMI at the end of that system
+ * call's return to user space, past the exit work's last look at the
+ * thread flags.
+ */
+#define UDT_ARM_EXIT_NMI	0x4
+/*
+ * As UDT_ARM_EXIT_NMI, but the NMI requests nothing itself: what the
+ * tests' perf events raised in its handler ask for is all there is.
+ */
+#define UDT_ARM_EXIT_NMI_ONLY	0x8
 
 /**
  * struct udt_arm - arm the calling process for its next system call @nr
@@ -123,7 +134,11 @@ struct udt_result {
  * (the sched_process_exec tracepoint, after the new image is set up);
  * with UDT_ARM_SIGNAL, consumer 0 and then consumer 1 request when it then
  * takes a signal (the signal_deliver tracepoint, which comes after the
- * task work that get_signal() runs first). Each point fires once.
+ * task work that get_signal() runs first); with UDT_ARM_EXIT_NMI, consumer
+ * 1 requests from an NMI that the thread sends itself at the very end of
+ * that system call's exit_to_user_mode(), as if the NMI had come in a
+ * return thunk on the way to user mode (with UDT_ARM_EXIT_NMI_ONLY, that
+ * NMI requests nothing). Each point fires once.
  * UDT_IOC_RESET disarms.
  */
 struct udt_arm {
@@ -135,6 +150,7 @@ struct udt_arm {
 #define UDT_HIT_SYSCALL		0x1
 #define UDT_HIT_EXEC		0x2
 #define UDT_HIT_SIGNAL		0x4
+#define UDT_HIT_EXIT_NMI	0x8
 
 /**
  * struct udt_arm_result - the requests the armed points made
@@ -146,6 +162,10 @@ struct udt_arm {
  * @exec_cookie:	consumer 1's cookie at exec
  * @signal_ret:		each consumer's return at signal delivery
  * @signal_cookie:	each consumer's cookie at signal delivery
+ * @exit_nmi_ret:	consumer 1's return in the NMI at the end of the exit
+ *			(0 with UDT_ARM_EXIT_NMI_ONLY)
+ * @exit_nmi_in_nmi:	1 when in_nmi() was true there
+ * @exit_nmi_cookie:	consumer 1's cookie there
  */
 struct udt_arm_result {
 	__u32	hits;
@@ -156,6 +176,9 @@ struct udt_arm_result {
 	__u64	exec_cookie;
 	__s32	signal_ret[UDT_CONSUMERS];
 	__u64	signal_cookie[UDT_CONSUMERS];
+	__s32	exit_nmi_ret;
+	__u32	exit_nmi_in_nmi;
+	__u64	exit_nmi_cookie;
 };
 
 /**
@@ -179,6 +202,29 @@ struct udt_limit {
 	__u32	distinct_slots;
 };
 
+/**
+ * struct udt_reuse - a consumer's bit taken by another within one stay
+ * @first_ret:		the first consumer's request (0: queued)
+ * @second_ret:		the second one's request, after the first one was
+ *			called back and cancelled, in the same stay (0: queued)
+ * @same_bit:		1 when the second consumer got the first one's bit
+ * @first_calls:	callbacks of the first consumer
+ * @second_calls:	callbacks of the second consumer
+ * @second_nr:		trace->nr of the second consumer's callback
+ *
+ * The hook registers both consumers, runs the task work after each
+ * request (the walk, in the system call), and cancels both before it
+ * returns.
+ */
+struct udt_reuse {
+	__s32	first_ret;
+	__s32	second_ret;
+	__u32	same_bit;
+	__u32	first_calls;
+	__u32	second_calls;
+	__u32	second_nr;
+};
+
 #define UDT_IOC_MAGIC		0xDC
 
 /* Forget every result, disarm, and count walks from now on. */
@@ -189,5 +235,6 @@ struct udt_limit {
 #define UDT_IOC_ARM		_IOWR(UDT_IOC_MAGIC, 0x04, struct udt_arm)
 #define UDT_IOC_ARM_RESULT	_IOWR(UDT_IOC_MAGIC, 0x05, struct udt_arm_result)
 #define UDT_IOC_LIMIT		_IOWR(UDT_IOC_MAGIC, 0x06, struct udt_limit)
+#define UDT_IOC_REUSE		_IOR(UDT_IOC_MAGIC, 0x07, struct udt_reuse)
 
 #endif /* _LIB_TEST_UNWIND_DEFERRED_UAPI_H */

@@ -106,6 +106,12 @@ static inline void unwind_user_rewrite(void)
 		unwind_deferred_user_rewrite();
 }
 
+#ifdef CONFIG_TEST_UNWIND_DEFERRED
+void unwind_test_exit_to_user_mode(void);
+#else
+static inline void unwind_test_exit_to_user_mode(void) {}
+#endif
+
 #else /* !CONFIG_UNWIND_DEFERRED */
 
 static inline int unwind_deferred_init(struct unwind_work *work,
@@ -140,6 +146,7 @@ static inline void unwind_user_rewrite(void) {}
 static inline void unwind_exit_work_done(void) {}
 static inline void unwind_exit_work_reset(void) {}
 static inline void unwind_reset_info(void) {}
+static inline void unwind_test_exit_to_user_mode(void) {}
 
 #endif /* CONFIG_UNWIND_DEFERRED */
 
