@@ -338,7 +338,7 @@ HELD_TRACEPOINTS=(
 	raw_syscalls:sys_enter raw_syscalls:sys_exit
 	syscalls:sys_enter_getppid syscalls:sys_exit_getppid
 	signal:signal_generate signal:signal_deliver task:task_newtask
-	timer:hrtimer_expire_entry unwind:unwind_deferred_walk
+	timer:hrtimer_expire_entry unwind:unwind_deferred_walk nmi:nmi_handler
 )
 # The kernel functions the attr fuzzer puts kprobes on (harness/fuzz-attr.c).
 HELD_KPROBES=(ksys_read __x64_sys_getppid __x64_sys_sched_yield)
