@@ -66,12 +66,14 @@ static void *failing_stays_thread(void *arg)
 		return NULL;
 	}
 	for (i = 0; i < 3; i++) {
-		/* Asked, walked, then asked again in the same stay. */
-		for (c = 0; c < UDT_CONSUMERS; c++)
-			add_step(&fs->req[i], c, UDT_CTX_TASK);
+		/*
+		 * Consumer 0 asks, the walk runs, consumer 0 asks again and
+		 * consumer 1 for the first time, in the same stay.
+		 */
+		add_step(&fs->req[i], 0, UDT_CTX_TASK);
 		add_step(&fs->req[i], 0, UDT_CTX_TASK_WORK);
-		for (c = 0; c < UDT_CONSUMERS; c++)
-			add_step(&fs->req[i], c, UDT_CTX_TASK);
+		add_step(&fs->req[i], 0, UDT_CTX_TASK);
+		add_step(&fs->req[i], 1, UDT_CTX_TASK);
 		add_step(&fs->req[i], 0, UDT_CTX_IRQ);
 		ret = frames_1(&fs->fr, __NR_ioctl, fs->fd, UDT_IOC_REQUEST,
 			       (long)&fs->req[i]);
@@ -93,11 +95,13 @@ static void *failing_stays_thread(void *arg)
 
 /*
  * When the walk cache cannot be allocated, the stay's consumers get an
- * empty stack once each and the stay is served: the requests that come
- * after the walk in the same stay (the hook runs the task work in its
- * system call, as io_uring's wait does) are told it ran, and queue no
- * new walk and no new allocation. The next stay tries again, and walks
- * once the allocation succeeds. failslab fails the first two allocations
+ * empty stack once each and the stay is served: the requests of those
+ * consumers that come after the walk in the same stay (the hook runs the
+ * task work in its system call, as io_uring's wait does) are told it ran,
+ * and queue no new walk and no new allocation. A consumer that had not
+ * asked is not told it ran: its request is queued, and its callback gets
+ * the stay's (empty) stack too. The next stay tries again, and walks once
+ * the allocation succeeds. failslab fails the first two allocations
  * made by the deferred walk (a stack filter on unwind_deferred_run()) of
  * one thread (its task filter).
  */
@@ -152,20 +156,28 @@ TEST_F(unwind, walk_cache_allocation_fails_once_per_stay)
 		EXPECT_EQ(i < 2 ? 0 : 1, fs.res[i][0].walks)
 			TH_LOG("stay %d: want %d walks in all, seen %u", i,
 			       i < 2 ? 0 : 1, fs.res[i][0].walks);
-		/* The steps after the task work's. */
-		for (c = UDT_CONSUMERS + 1; c < (int)fs.req[i].nr_steps; c++) {
-			EXPECT_EQ(1, fs.req[i].steps[c].ret)
-				TH_LOG("stay %d, request %d after the walk: want 1 (ran), seen %d",
-				       i, c, fs.req[i].steps[c].ret);
+		/*
+		 * The steps after the task work's: consumer 0 was served,
+		 * consumer 1 (step 3) had not asked.
+		 */
+		for (c = 2; c < (int)fs.req[i].nr_steps; c++) {
+			int want = fs.req[i].steps[c].consumer == 1 ? 0 : 1;
+
+			EXPECT_EQ(want, fs.req[i].steps[c].ret)
+				TH_LOG("stay %d, request %d (consumer %u): want %d, got %d",
+				       i, c, fs.req[i].steps[c].consumer, want,
+				       fs.req[i].steps[c].ret);
 			EXPECT_EQ(fs.req[i].steps[0].cookie, fs.req[i].steps[c].cookie)
 				TH_LOG("stay %d, request %d: want the stay's cookie", i, c);
 		}
 	}
 	for (i = 0; i < 2; i++)
-		EXPECT_EQ(0, fs.res[i][0].nr)
-			TH_LOG("stay %d, no cache: want an empty stack, seen %u entries",
-			       i, fs.res[i][0].nr);
+		for (c = 0; c < UDT_CONSUMERS; c++)
+			EXPECT_EQ(0, fs.res[i][c].nr)
+				TH_LOG("stay %d, consumer %d, no cache: want no entries, got %u",
+				       i, c, fs.res[i][c].nr);
 	expect_frames(_metadata, &fs.res[2][0], &fs.fr);
+	expect_same_trace(_metadata, &fs.res[2][0], &fs.res[2][1]);
 }
 
 TEST_F(unwind, one_callback_per_consumer_per_stay)
@@ -213,6 +225,31 @@ TEST_F(unwind, one_walk_serves_every_consumer)
 	EXPECT_EQ(1, res[0].walks)
 		TH_LOG("two consumers in one stay: expected 1 walk, seen %u", res[0].walks);
 	expect_same_trace(_metadata, &res[0], &res[1]);
+}
+
+/*
+ * A consumer cancelled after its callback ran in a stay leaves no trace in
+ * the task: one that takes its bit in the same stay is not told "already
+ * ran" for a callback it never had; its request is queued, and it gets
+ * the stay's walk.
+ */
+TEST_F(unwind, cancelled_consumer_bit_is_new_for_the_next)
+{
+	struct udt_reuse reuse = { };
+
+	ASSERT_EQ(0, ioctl(self->fd, UDT_IOC_REUSE, &reuse))
+		TH_LOG("REUSE: %s", strerror(errno));
+	ASSERT_EQ(1, reuse.same_bit)
+		TH_LOG("the second consumer did not get the first one's bit");
+	EXPECT_EQ(0, reuse.first_ret);
+	EXPECT_EQ(1, reuse.first_calls);
+	EXPECT_EQ(0, reuse.second_ret)
+		TH_LOG("the new consumer's first request: want 0 (queued), seen %d",
+		       reuse.second_ret);
+	EXPECT_EQ(1, reuse.second_calls)
+		TH_LOG("the new consumer: want 1 callback, seen %u", reuse.second_calls);
+	EXPECT_LT(0, reuse.second_nr)
+		TH_LOG("the new consumer got an empty stack");
 }
 
 TEST_F(unwind, consumers_past_the_limit_are_refused)
