@@ -60,8 +60,7 @@ int unwind_deferred_cached(u64 cookie, struct unwind_stacktrace *trace);
 void unwind_task_init(struct task_struct *task);
 void unwind_task_free(struct task_struct *task);
 void unwind_deferred_task_exit(struct task_struct *task);
-void unwind_deferred_pause(void);
-void unwind_deferred_resume(void);
+void __unwind_deferred_pause(void);
 void unwind_deferred_user_rewrite(void);
 void unwind_deferred_end_stay(void);
 
@@ -83,6 +82,58 @@ static __always_inline void unwind_exit_work_done(void)
 static __always_inline void unwind_exit_work_reset(void)
 {
 	raw_cpu_write(unwind_exit_work_ran, false);
+}
+
+/*
+ * In unwind_task_info::cookie: no request is deferred until
+ * unwind_deferred_resume() (an exec changing the task's tid, a uprobe
+ * moving its registers) or the end of the stay. Never a real cookie, whose
+ * high half is odd.
+ */
+#define UNWIND_COOKIE_BLOCKED	1ULL
+
+/**
+ * unwind_deferred_pause - run the pending walk, then defer nothing for now
+ *
+ * Context: current, task context, may sleep and fault, no lock held.
+ *
+ * For a stretch of code that holds locks or an RCU read section while it
+ * changes what a walk would see: the user registers (a uprobe hit, whose
+ * handlers and call emulation run in an RCU read section), the task's
+ * tid (exec: de_thread() may give a thread its leader's, and a record
+ * written after would not carry the tid of its samples), or what a tracer
+ * may write while the task is stopped (ptrace); or that runs task work
+ * under a lock (KVM_RUN, under the vCPU's mutex). The pending walk runs
+ * here, against the stack the requests saw, and until
+ * unwind_deferred_resume() or the end of the stay requests are walked in
+ * place (-EAGAIN): no walk runs inside the stretch.
+ *
+ * With no stay under way, nothing is pending: one cmpxchg on the task's
+ * cookie (an NMI may take one meanwhile) is all it costs.
+ */
+static inline void unwind_deferred_pause(void)
+{
+	u64 none = 0;
+
+	if (likely(try_cmpxchg64(&current->unwind_info.cookie, &none,
+				 UNWIND_COOKIE_BLOCKED)))
+		return;
+	__unwind_deferred_pause();
+}
+
+/**
+ * unwind_deferred_resume - defer requests again
+ *
+ * Context: current, the end of the stretch unwind_deferred_pause() began,
+ * or later.
+ *
+ * A later request takes a new cookie and gets the stack the task has then.
+ */
+static inline void unwind_deferred_resume(void)
+{
+	u64 blocked = UNWIND_COOKIE_BLOCKED;
+
+	try_cmpxchg64(&current->unwind_info.cookie, &blocked, 0);
 }
 
 /*

@@ -40,13 +40,6 @@
 #define UNWIND_QUEUED		BIT(BITS_PER_LONG - 1)
 
 /*
- * In unwind_task_info::cookie: no request is deferred until
- * unwind_deferred_resume() (an exec changing the task's tid, a uprobe
- * moving its registers). Never a real cookie, whose high half is odd.
- */
-#define UNWIND_COOKIE_BLOCKED	1ULL
-
-/*
  * In unwind_task_info::cache: this stay's walk had no cache to go to (the
  * allocation failed). The consumers were called with an empty stack and
  * the stay counts as served: the next stay tries again.
@@ -650,38 +643,12 @@ void unwind_deferred_user_rewrite(void)
 }
 
 /**
- * unwind_deferred_pause - run the pending walk, then defer nothing for now
+ * __unwind_deferred_pause - unwind_deferred_pause() with a stay under way
  *
- * Context: current, task context, may sleep and fault, no lock held.
- *
- * For a stretch of code that holds locks or an RCU read section while it
- * changes what a walk would see: the user registers (a uprobe hit, whose
- * handlers and call emulation run in an RCU read section), or the task's
- * tid (exec: de_thread() may give a thread its leader's, and a record
- * written after would not carry the tid of its samples); or that runs
- * task work under a lock (KVM_RUN, under the vCPU's mutex). The pending
- * walk runs here, against the stack the requests saw, and until
- * unwind_deferred_resume() requests are walked in place (-EAGAIN): no walk
- * runs inside the stretch. Exported, as KVM may be a module.
+ * Context: as unwind_deferred_pause(). Exported, as KVM may be a module.
  */
-void unwind_deferred_pause(void)
+void __unwind_deferred_pause(void)
 {
 	unwind_end_stay_now(&current->unwind_info, UNWIND_COOKIE_BLOCKED);
 }
-EXPORT_SYMBOL_GPL(unwind_deferred_pause);
-
-/**
- * unwind_deferred_resume - defer requests again
- *
- * Context: current, the end of the stretch unwind_deferred_pause() began,
- * or later.
- *
- * A later request takes a new cookie and gets the stack the task has then.
- */
-void unwind_deferred_resume(void)
-{
-	u64 blocked = UNWIND_COOKIE_BLOCKED;
-
-	try_cmpxchg64(&current->unwind_info.cookie, &blocked, 0);
-}
-EXPORT_SYMBOL_GPL(unwind_deferred_resume);
+EXPORT_SYMBOL_GPL(__unwind_deferred_pause);
