@@ -3,8 +3,8 @@
 # script of harness/, which a person can also run by hand.
 
 .PHONY: all check demo tree export patch series series-check kernel bench-kernel perf \
-	selftests clean compare-base bench-processing bench-record stress fuzz-attr fuzz-perf \
-	fuzz-perf-seeds boot-count
+	selftests clean compare-base bench-processing bench-record bench-idle bench-python \
+	stress fuzz-attr fuzz-perf fuzz-perf-seeds boot-count
 
 all: kernel perf selftests
 
@@ -30,6 +30,15 @@ bench-processing:
 # the README's performance table and chart).
 bench-record:
 	harness/bench-record
+
+# Debian's python3 under each call-graph mode (the README's table).
+bench-python:
+	harness/bench-python
+
+# What the feature costs when nobody profiles: the base kernel against this
+# one, no perf event open, instruction counts (the README's table).
+bench-idle:
+	harness/bench-idle
 
 # Random perf_event_attrs, ioctls, mmaps, forks and execs on the test kernel
 # for FUZZ_S seconds (default 1800; FUZZ_SEED replays a run): no kernel

@@ -328,6 +328,25 @@ run_perf_test() {
 	rm -f "$log"
 }
 
+# Replace the README's section between "<!-- $1 begin -->" and
+# "<!-- $1 end -->" with the file $2 (the benchmarks' tables).
+readme_section() {
+	local tmp=$BUILD/README.md.new
+
+	awk -v table="$2" -v begin="<!-- $1 begin -->" -v end="<!-- $1 end -->" '
+	$0 == begin {
+		print
+		while ((getline line < table) > 0)
+			print line
+		skip = 1
+		next
+	}
+	$0 == end { skip = 0 }
+	!skip' "$TOP/README.md" >"$tmp"
+	grep -qxF "<!-- $1 end -->" "$tmp" || die "README.md has no $1 markers"
+	mv "$tmp" "$TOP/README.md"
+}
+
 # The tracepoints the guest's tests and fuzzers open perf events on.
 HELD_TRACEPOINTS=(
 	sched:sched_switch sched:sched_wakeup sched:sched_wakeup_new
