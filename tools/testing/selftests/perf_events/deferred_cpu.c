@@ -254,6 +254,58 @@ TEST(cpu_bound_buffers_get_records_written_on_their_cpu)
 	close(sv[1]);
 }
 
+/*
+ * The same stay with only CPU A's event: no buffer observes the task on
+ * CPU B, where it returns, so no record is written anywhere; the event
+ * that sampled the stay on CPU A counts it lost (PERF_FORMAT_LOST), and
+ * its sample of the stay stays unresolved for a reason the tool can see.
+ */
+TEST(cpu_bound_event_alone_counts_the_record_it_misses)
+{
+	struct perf_event_attr attr = switch_attr();
+	int cpus[2], sv[2], samples = 0, records = 0;
+	struct blocker b = { 0 };
+	__u64 cookie = 0, lost;
+	struct ring r;
+	pthread_t th;
+	size_t i;
+
+	attr.read_format = PERF_FORMAT_LOST;
+	if (!blocker_start(_metadata, &b, cpus, sv, &th))
+		return;
+	open_ring(_metadata, &r, &attr, b.tid, cpus[0], DATA_PAGES);
+	blocker_migrate(_metadata, &b, cpus, sv, th);
+
+	ASSERT_EQ(0, ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0));
+	ring_drain(&r);
+	EXPECT_EQ(0, r.nr_malformed) TH_LOG("malformed: %s", r.why);
+	for (i = 0; i < r.nr_rec; i++) {
+		const struct ring_record *rr = &r.rec[i];
+
+		if (rr->type == PERF_RECORD_SAMPLE && rr->tid == (__u32)b.tid &&
+		    rr->cookie && (__u32)rr->cookie == (__u32)cpus[0] + 1) {
+			samples++;
+			cookie = rr->cookie;
+		}
+		records += rr->type == PERF_RECORD_CALLCHAIN_DEFERRED &&
+			   rr->tid == (__u32)b.tid;
+	}
+	ASSERT_LE(1, samples)
+		TH_LOG("want a deferred sample of the first block in CPU %d's buffer, none",
+		       cpus[0]);
+	EXPECT_EQ(0, records_of_cookie(&r, cookie, &i))
+		TH_LOG("cookie %#llx: a record in CPU %d's buffer, written on CPU %d?",
+		       (unsigned long long)cookie, cpus[0], cpus[1]);
+	lost = lost_count(r.fd);
+	EXPECT_EQ(1, lost)
+		TH_LOG("want the missed record counted lost once, the count is %llu",
+		       (unsigned long long)lost);
+
+	close_ring(&r);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static bool is_kernel_thread(__u32 pid)
 {
 	char path[64], buf[512], *p;
